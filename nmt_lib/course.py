@@ -41,3 +41,48 @@ def headline(name: str, value):
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"name": name, "value": recorded}) + "\n")
     return value
+
+
+import hashlib
+import tempfile
+import warnings
+
+import torch
+
+CACHE_ENV = "NMT_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """`$NMT_CACHE_DIR`, else `$XDG_CACHE_HOME/nmt_course/models` (~/.cache/nmt_course/models)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "nmt_course" / "models"
+
+
+def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):
+    """Return `(model, info)`: `build()` a model, then load its weights from the cache, or train it.
+
+    `fit(model)` trains in place and returns `info`, a dict of numbers and lists (kept with the
+    weights). `key` holds every setting that changes the result; with `reuse=False` the model
+    is always trained and the cache entry replaced.
+    """
+    digest = hashlib.sha1(json.dumps({"quick": quick_mode(), **key}, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{name}-{digest}.pt"
+    model = build()
+    if reuse and path.exists():
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            model.load_state_dict(saved["state_dict"])
+            return model, saved["info"]
+        except (RuntimeError, KeyError, EOFError, OSError, ValueError) as e:   # corrupt or mismatched
+            warnings.warn(f"ignoring unusable cache file {path} ({type(e).__name__}: {e}); training instead")
+    info = fit(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{name}-", suffix=".tmp", delete=False) as f:
+        tmp = Path(f.name)
+    try:
+        torch.save({"state_dict": model.state_dict(), "info": info, "key": key}, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return model, info

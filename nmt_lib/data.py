@@ -428,6 +428,14 @@ class NMTData:
         kwargs.setdefault("seed", self.seed)
         return make_loader(self.dataset(split), batch_size, **kwargs)
 
+    def fingerprint(self) -> str:
+        """A short hash of the splits and vocabularies: equal fingerprints, equal data."""
+        digest = hashlib.sha1()
+        for part in self.splits:
+            digest.update(zlib.crc32("\n".join(f"{s}\t{t}" for s, t in part).encode()).to_bytes(4, "big"))
+        digest.update("\n".join(self.src_vocab.idx_to_token + self.tgt_vocab.idx_to_token).encode())
+        return digest.hexdigest()[:16]
+
     def __repr__(self):
         sizes = ", ".join(f"{k}={len(v):,}" for k, v in self.splits._asdict().items())
         return f"NMTData({sizes}; vocab en={len(self.src_vocab):,}, fr={len(self.tgt_vocab):,})"

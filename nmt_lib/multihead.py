@@ -41,14 +41,29 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
     def forward(self, queries, keys, values, mask=None, *, need_weights: bool = False):
-        for name, t in (("queries", queries), ("keys", keys), ("values", values)):
-            if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (B, T, {self.d_model}), got {tuple(t.shape)}")
+        self._check("queries", queries)
+        k, v = self.project_kv(keys, values)
+        return self.attend_kv(queries, k, v, mask, need_weights=need_weights)
+
+    def project_kv(self, keys, values):
+        """Keys and values projected and split into heads: two (B, H, Tk, Dh) tensors.
+
+        A decoder can keep these (a KV cache) instead of re-projecting old positions each step.
+        """
+        self._check("keys", keys), self._check("values", values)
+        if keys.shape[1] != values.shape[1]:
+            raise ValueError(f"keys and values need the same length, got {keys.shape[1]} and {values.shape[1]}")
+        return split_heads(self.W_k(keys), self.n_heads), split_heads(self.W_v(values), self.n_heads)
+
+    def attend_kv(self, queries, k, v, mask=None, *, need_weights: bool = False):
+        """Attention of (B, Tq, D) queries over already projected (B, H, Tk, Dh) keys and values."""
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)                                  # (B, 1, Tq|1, Tk): same for all heads
         q = split_heads(self.W_q(queries), self.n_heads)             # (B, H, Tq, Dh)
-        k = split_heads(self.W_k(keys), self.n_heads)                # (B, H, Tk, Dh)
-        v = split_heads(self.W_v(values), self.n_heads)              # (B, H, Tk, Dh)
         out, weights = attend(q, k, v, mask, dropout=self.dropout if self.training else 0.0,
                               need_weights=need_weights)             # (B, H, Tq, Dh)
         return self.W_o(merge_heads(out)), weights                   # (B, Tq, D)
+
+    def _check(self, name, t):
+        if t.dim() != 3 or t.shape[-1] != self.d_model:
+            raise ValueError(f"{name} must be (B, T, {self.d_model}), got {tuple(t.shape)}")

@@ -32,13 +32,14 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("P", sinusoidal_table(max_len, d_model), persistent=False)   # (max_len, D)
 
-    def forward(self, x):
+    def forward(self, x, offset: int = 0):
+        """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 when decoding step by step)."""
         if x.dim() != 3 or x.shape[-1] != self.P.shape[1]:
             raise ValueError(f"expected (B, T, {self.P.shape[1]}) input, got {tuple(x.shape)}")
-        if x.shape[1] > self.P.shape[0]:
-            raise ValueError(f"sequence of {x.shape[1]} positions is longer than max_len="
+        if offset + x.shape[1] > self.P.shape[0]:
+            raise ValueError(f"sequence of {offset + x.shape[1]} positions is longer than max_len="
                              f"{self.P.shape[0]}; build PositionalEncoding with a larger max_len")
-        return self.dropout(x + self.P[: x.shape[1]])                 # (B, T, D)
+        return self.dropout(x + self.P[offset:offset + x.shape[1]])     # (B, T, D)
 
 
 def relative_shift_matrix(d_model: int, delta: int) -> torch.Tensor:

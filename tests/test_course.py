@@ -36,3 +36,44 @@ def test_headline_appends_json_lines(monkeypatch, tmp_path):
     course.headline("pairs", 12)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
     assert rows == [{"name": "bleu", "value": 31.2346}, {"name": "pairs", "value": 12}]
+
+
+def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp_path):
+    import torch
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NMT_QUICK", raising=False)
+    calls = []
+
+    def build():
+        return torch.nn.Linear(3, 2)
+
+    def fit(model):
+        calls.append(1)
+        with torch.no_grad():
+            model.weight.fill_(len(calls))
+        return {"history": {"loss": [2.0, 1.0], "valid": [None, 0.5]}, "seconds": 1.5}
+
+    model, info = course.cached_fit("toy", {"epochs": 2}, build, fit)
+    again, info2 = course.cached_fit("toy", {"epochs": 2}, build, fit)
+    assert len(calls) == 1 and torch.equal(again.weight, model.weight) and info2 == info
+    course.cached_fit("toy", {"epochs": 3}, build, fit)                 # other settings: trained anew
+    assert len(calls) == 2
+    retrained, _ = course.cached_fit("toy", {"epochs": 2}, build, fit, reuse=False)
+    assert len(calls) == 3 and float(retrained.weight[0, 0]) == 3.0
+    monkeypatch.setenv("NMT_QUICK", "1")                                 # quick mode never loads learner weights
+    course.cached_fit("toy", {"epochs": 2}, build, fit)
+    assert len(calls) == 4
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]     # no temporary files left
+
+
+def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
+    import torch
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
+    fit = lambda model: {"seconds": 0.0}
+    course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
+    (path,) = tmp_path.glob("toy-*.pt")
+    path.write_bytes(path.read_bytes()[:50])                             # truncated
+    with pytest.warns(UserWarning, match="unusable cache file"):
+        course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
+    with pytest.warns(UserWarning, match="unusable cache file"):         # a model of another shape
+        course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)

@@ -288,3 +288,12 @@ def test_sequence_iterators():
         if prev is not None:
             assert torch.equal(X[:, 0], prev[:, -1] + 1)    # each row continues the previous batch
         prev = X
+
+
+def test_nmtdata_fingerprint_changes_with_the_data():
+    pairs = [(f"w{i} a .", f"m{i} b .") for i in range(200)]
+    base = D.NMTData(pairs).fingerprint()
+    assert D.NMTData(list(pairs)).fingerprint() == base
+    assert D.NMTData(pairs[:-1]).fingerprint() != base
+    assert D.NMTData(pairs, min_freq=1).fingerprint() != base          # the default is 2
+    assert D.NMTData(pairs, seed=1).fingerprint() != base
