@@ -25,10 +25,14 @@ def lens_to_mask(valid_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
     return mask.unsqueeze(1) if valid_lens.dim() == 1 else mask
 
 
-def causal_mask(num_queries: int, num_keys: int | None = None, device=None) -> torch.Tensor:
-    """(Tq, Tk) mask letting query i attend keys 0..i (for decoder self-attention)."""
+def causal_mask(num_queries: int, num_keys: int | None = None, device=None, *, offset: int = 0) -> torch.Tensor:
+    """(Tq, Tk) mask letting query i attend keys 0..i+offset (for decoder self-attention).
+
+    `offset` is the position of the first query: a decoder that has already processed `offset`
+    tokens and now feeds Tq more uses `causal_mask(Tq, offset + Tq, offset=offset)`.
+    """
     num_keys = num_queries if num_keys is None else num_keys
-    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(offset)
 
 
 def masked_softmax(scores: torch.Tensor, valid_lens=None, *, mask=None) -> torch.Tensor:

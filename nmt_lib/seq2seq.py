@@ -294,6 +294,11 @@ class Decoded(NamedTuple):
     weights: list   # per sentence: (generated tokens incl. <eos>, S_i) attention weights, or None
 
 
+def cut_at_eos(seq: list, eos_id: int) -> tuple[list, bool]:
+    """(the tokens before the first `<eos>`, whether there was one)."""
+    return (seq[:seq.index(eos_id)], True) if eos_id in seq else (seq, False)
+
+
 @torch.no_grad()
 def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = 50,
                   need_weights: bool = False) -> Decoded:
@@ -318,9 +323,9 @@ def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int
     all_weights = torch.stack(step_weights, dim=1) if need_weights else None  # (B, steps, S)
     out_tokens, out_weights = [], []
     for i, seq in enumerate(generated):
-        n = seq.index(eos_id) if eos_id in seq else len(seq)
-        out_tokens.append(seq[:n])
-        rows = min(n + 1, len(seq))                                          # include the <eos> step
+        tokens_i, ended = cut_at_eos(seq, eos_id)
+        out_tokens.append(tokens_i)
+        rows = len(tokens_i) + ended                                         # include the <eos> step
         out_weights.append(all_weights[i, :rows, :int(src_len[i])] if need_weights else None)
     return Decoded(out_tokens, out_weights)
 
@@ -386,6 +391,15 @@ def chapter_data():
     return NMTData.fra_eng(max_pairs=pick(40_000, 6_000), min_freq=3)
 
 
+def fit_on_splits(model, data, *, epochs: int, batch_size: int = 128, **train_kwargs) -> dict:
+    """`train` on `data`'s train split, validating on its valid split; return the cache's `info`."""
+    start = time.perf_counter()
+    history = train(model, data.loader("train", batch_size=batch_size), epochs=epochs,
+                    valid_loader=data.loader("valid", batch_size=256), **train_kwargs)
+    return {"history": history.__dict__, "seconds": time.perf_counter() - start,
+            "parameters": num_parameters(model)}
+
+
 def train_rnn(kind: str, data, *, reuse: bool = True, progress: str = "auto"):
     """Chapter 4b's recipe for `kind` ("seq2seq" or "bahdanau"), through the model cache.
 
@@ -399,12 +413,8 @@ def train_rnn(kind: str, data, *, reuse: bool = True, progress: str = "auto"):
         return xavier_init(make_rnn(kind, len(data.src_vocab), len(data.tgt_vocab), **settings))
 
     def fit(model):
-        start = time.perf_counter()
-        history = train(model, data.loader("train", batch_size=batch_size), epochs=epochs, lr=lr,
-                        valid_loader=data.loader("valid", batch_size=256), progress=progress,
-                        title={"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind])
-        return {"history": history.__dict__, "seconds": time.perf_counter() - start,
-                "parameters": num_parameters(model)}
+        return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size, lr=lr, progress=progress,
+                             title={"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind])
 
     key = dict(kind=kind, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, **settings)
     return cached_fit(f"rnn-{kind}", key, build, fit, reuse=reuse)

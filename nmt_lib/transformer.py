@@ -6,7 +6,6 @@ Shapes: B batch, S source length, T target length, D = d_model, H heads, Dh = D 
 V vocabulary size, K beam size.
 """
 import math
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -14,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.attention import lens_to_mask
+from nmt_lib.attention import causal_mask, lens_to_mask
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.course import cached_fit, pick
-from nmt_lib.seq2seq import Decoded, EncoderDecoder, greedy_decode, num_parameters, train
+from nmt_lib.seq2seq import Decoded, EncoderDecoder, cut_at_eos, fit_on_splits, greedy_decode
 
 
 @dataclass(frozen=True)
@@ -161,7 +160,7 @@ class TransformerDecoder(nn.Module):
         T, pos = tgt_in.shape[1], state.pos
         x = self.pos(self.embedding(tgt_in) * math.sqrt(self.cfg.d_model), offset=pos)   # (B, T, D)
         # Query j sits at position pos + j and may see keys 0 .. pos + j; one new token sees all.
-        self_mask = None if T == 1 else torch.ones(T, pos + T, dtype=torch.bool, device=x.device).tril(pos)
+        self_mask = None if T == 1 else causal_mask(T, pos + T, x.device, offset=pos)
         new_kv, self_ws, cross_ws = [], [], []
         for block, cross_kv, past_kv in zip(self.blocks, state.cross_kv, state.self_kv):
             x, kv, (self_w, cross_w) = block(x, cross_kv, state.src_mask, past_kv, self_mask, need_weights=need_weights)
@@ -214,12 +213,9 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto"):
         return Transformer(cfg)
 
     def fit(model):
-        start = time.perf_counter()
         optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-        history = train(model, data.loader("train", batch_size=batch_size), epochs=epochs, optimizer=optimizer,
-                        valid_loader=data.loader("valid", batch_size=256), progress=progress, title="Transformer")
-        return {"history": history.__dict__, "seconds": time.perf_counter() - start,
-                "parameters": num_parameters(model)}
+        return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
+                             progress=progress, title="Transformer")
 
     key = dict(cfg=cfg.__dict__, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
     return cached_fit("transformer", key, build, fit, reuse=reuse)
@@ -238,9 +234,7 @@ def greedy_decode_nocache(model, src, src_len, *, bos_id: int, eos_id: int, max_
         finished |= next_token == eos_id
         if finished.all():
             break
-    tokens = []
-    for seq in prefix[:, 1:].tolist():
-        tokens.append(seq[:seq.index(eos_id)] if eos_id in seq else seq)
+    tokens = [cut_at_eos(seq, eos_id)[0] for seq in prefix[:, 1:].tolist()]
     return Decoded(tokens, [None] * len(tokens))
 
 
@@ -301,9 +295,7 @@ def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int
             break
         tokens = token.view(-1, 1)
     best = (scores / lengths.clamp_min(1) ** alpha).argmax(dim=1)              # (B,)
-    beam_hyps = []
-    for i, seq in enumerate(seqs[torch.arange(B, device=device), best].tolist()):
-        beam_hyps.append((seq[:seq.index(eos_id)], True) if eos_id in seq else (seq, False))
+    beam_hyps = [cut_at_eos(seq, eos_id) for seq in seqs[torch.arange(B, device=device), best].tolist()]
     greedy = greedy_decode(model, src, src_len, bos_id=bos_id, eos_id=eos_id, max_len=max_len).tokens
     greedy_hyps = [(g, len(g) < max_len) for g in greedy]
     kw = dict(bos_id=bos_id, eos_id=eos_id, alpha=alpha)

@@ -30,6 +30,9 @@ def test_lens_to_mask_and_causal_mask():
     with pytest.raises(ValueError, match="valid_lens"):
         lens_to_mask(torch.tensor(3), 4)
     assert causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    # Two new queries after three processed tokens: positions 3 and 4 of five keys.
+    assert causal_mask(2, 5, offset=3).tolist() == [[True, True, True, True, False], [True] * 5]
+    assert torch.equal(causal_mask(2, 5, offset=3), causal_mask(5)[3:])
 
 
 def test_masked_softmax_sums_to_one_and_is_exactly_zero_where_masked():

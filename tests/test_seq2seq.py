@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from nmt_lib.data import TranslationDataset, Vocab, make_loader
-from nmt_lib.seq2seq import (BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, TrainingDiverged,
+from nmt_lib.seq2seq import (BahdanauDecoder, EncoderDecoder, cut_at_eos, GRUDecoder, GRUEncoder, TrainingDiverged,
                              evaluate_bleu, greedy_decode, masked_cross_entropy, train, translate, xavier_init)
 
 PAIRS = [("i am here .", "je suis là ."), ("go !", "va !"), ("i am cold .", "j'ai froid ."),
@@ -100,6 +100,12 @@ class ScriptedDecoder(nn.Module):
 class NoEncoder(nn.Module):
     def forward(self, src, src_len):
         return None
+
+
+def test_cut_at_eos():
+    assert cut_at_eos([5, 6, 2, 7, 2], eos_id=2) == ([5, 6], True)
+    assert cut_at_eos([5, 6], eos_id=2) == ([5, 6], False)
+    assert cut_at_eos([2], eos_id=2) == ([], True)
 
 
 def test_greedy_stops_each_sentence_at_eos_and_the_batch_when_all_end():
