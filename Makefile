@@ -1,5 +1,7 @@
 # make course: set up .venv, run every chapter in build/, save figures, print a summary table.
-# make test:   set up .venv, check nmt_lib/ against the notebooks, unit tests, nbval (quick mode).
+# make test:   set up .venv, check nmt_lib/ against the notebooks, unit tests, nbval (quick mode),
+#              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
+# make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -7,7 +9,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 
-.PHONY: setup course test unit nbval lab export notebooks clean
+.PHONY: setup course test unit nbval lab export notebooks clean book chromium bench
+MATHJAX := build/mathjax-3.2.2
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,10 +25,30 @@ setup: $(STAMP)
 
 course: $(STAMP)
 	$(BIN)/python tools/run_course.py
+	$(MAKE) book
 
-test: $(STAMP)
+test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
-	NMT_QUICK=1 $(BIN)/python -m pytest tests notebooks $(NBVAL)
+	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks $(NBVAL)
+
+$(MATHJAX)/tex-chtml.js:
+	$(PYTHON) tools/fetch_mathjax.py $(MATHJAX)
+
+book: $(STAMP) $(MATHJAX)/tex-chtml.js
+	rm -rf build/book-src && mkdir -p build/book-src/_static
+	cp book/conf.py book/index.md notebooks/*.ipynb build/book-src/
+	cp -r $(MATHJAX) build/book-src/_static/mathjax
+	$(BIN)/sphinx-build -b html -q build/book-src build/book
+	@echo "book: build/book/index.html (works offline; open it in a browser)"
+
+# The browser tests drive Debian's Chromium; elsewhere set CHROMIUM=/path/to/chrome.
+chromium:
+	@test -x "$(CHROMIUM)" || { command -v apt-get >/dev/null && \
+	  $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } || \
+	  { echo "Chromium not found at $(CHROMIUM): install it, or run make with CHROMIUM=/path/to/chrome"; exit 1; }
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests

@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""How fast the course trains and decodes, against a d2l-style baseline and torch.nn.Transformer.
+
+    python bench/bench.py                      # the full benchmark (about 10 minutes on 2 CPU cores)
+    python bench/bench.py --rounds 2 --steps 2 --decode-sentences 40 --skip-nbval   # a smoke run
+
+Each comparison runs its contenders alternately, in this one process, on the same batches, for
+several rounds; it reports the median of the per-round ratios, because on these shared machines
+absolute speeds drift from minute to minute while a ratio measured within one round holds.
+2 CPU threads, fp32. Results: a table on stdout and bench/results/latest.json.
+
+Contenders (training), all at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam,
+gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 training pairs:
+  course   nmt_lib's Transformer, length-bucketed batches, masked_cross_entropy;
+  d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with valid-length
+           masking, every batch padded to num_steps=20, the loss and loop of d2l's train_seq2seq;
+  torch    torch.nn.Transformer with embeddings, sinusoidal positions and an output layer, fed the
+           course's batches.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nmt_lib.data import NMTData, collate, load_fra_eng, split_pairs  # noqa: E402
+from nmt_lib.positional import sinusoidal_table  # noqa: E402
+from nmt_lib.seq2seq import greedy_decode, masked_cross_entropy, translate  # noqa: E402
+from nmt_lib.transformer import Transformer, TransformerConfig, beam_search, greedy_decode_nocache  # noqa: E402
+
+D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = 256, 8, 1024, 3, 0.1, 128, 50_000, 20
+
+
+# ----------------------------------------------------------------------------------------------
+# The d2l-style baseline: the book's decoder block, written the way its Transformer chapter does
+# (d2l 1.0.3 ships the encoder but not the decoder), trained with train_seq2seq's loss and loop.
+
+class D2LDecoderBlock(nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        import d2l.torch as d2l
+        self.i = i
+        self.attention1 = d2l.MultiHeadAttention(D_MODEL, HEADS, DROPOUT)
+        self.addnorm1 = d2l.AddNorm(D_MODEL, DROPOUT)
+        self.attention2 = d2l.MultiHeadAttention(D_MODEL, HEADS, DROPOUT)
+        self.addnorm2 = d2l.AddNorm(D_MODEL, DROPOUT)
+        self.ffn = d2l.PositionWiseFFN(D_FF, D_MODEL)
+        self.addnorm3 = d2l.AddNorm(D_MODEL, DROPOUT)
+
+    def forward(self, X, state):
+        enc_outputs, enc_valid_lens = state[0], state[1]
+        key_values = X if state[2][self.i] is None else torch.cat((state[2][self.i], X), dim=1)
+        state[2][self.i] = key_values
+        if self.training:   # causal masking by valid lengths: query t sees keys 1..t
+            B, T, _ = X.shape
+            dec_valid_lens = torch.arange(1, T + 1, device=X.device).repeat(B, 1)
+        else:
+            dec_valid_lens = None
+        Y = self.addnorm1(X, self.attention1(X, key_values, key_values, dec_valid_lens))
+        Z = self.addnorm2(Y, self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens))
+        return self.addnorm3(Z, self.ffn(Z)), state
+
+
+class D2LTransformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab):
+        super().__init__()
+        import d2l.torch as d2l
+        self.encoder = d2l.TransformerEncoder(src_vocab, D_MODEL, D_FF, HEADS, LAYERS, DROPOUT)
+        self.embedding = nn.Embedding(tgt_vocab, D_MODEL)
+        self.pos_encoding = d2l.PositionalEncoding(D_MODEL, DROPOUT)
+        self.blks = nn.ModuleList(D2LDecoderBlock(i) for i in range(LAYERS))
+        self.dense = nn.Linear(D_MODEL, tgt_vocab)
+
+    def forward(self, src, src_valid_len, dec_input):
+        enc_outputs = self.encoder(src, src_valid_len)
+        state = [enc_outputs, src_valid_len, [None] * LAYERS]
+        X = self.pos_encoding(self.embedding(dec_input) * math.sqrt(D_MODEL))
+        for blk in self.blks:
+            X, state = blk(X, state)
+        return self.dense(X)
+
+
+def d2l_masked_loss(pred, label, valid_len):
+    """train_seq2seq's MaskedSoftmaxCELoss: per-token CE, zero on padding, mean over num_steps."""
+    weights = (torch.arange(label.shape[1])[None, :] < valid_len[:, None]).float()
+    unweighted = F.cross_entropy(pred.permute(0, 2, 1), label, reduction="none")
+    return (unweighted * weights).mean(dim=1)
+
+
+def build_d2l(src_vocab, tgt_vocab, sample):
+    import d2l.torch as d2l
+    model = D2LTransformer(src_vocab, tgt_vocab)
+    with torch.no_grad():                     # materialise the lazy layers, then initialise them
+        model(sample.src[:2], sample.src_len[:2], sample.tgt_in[:2])
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+    return model, d2l.grad_clipping
+
+
+# ----------------------------------------------------------------------------------------------
+class TorchTransformer(nn.Module):
+    """torch.nn.Transformer with embeddings, sinusoidal positions and an output layer."""
+
+    def __init__(self, src_vocab, tgt_vocab, pad_id=0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.src_emb, self.tgt_emb = nn.Embedding(src_vocab, D_MODEL), nn.Embedding(tgt_vocab, D_MODEL)
+        self.register_buffer("pe", sinusoidal_table(512, D_MODEL), persistent=False)
+        self.drop = nn.Dropout(DROPOUT)
+        self.core = nn.Transformer(D_MODEL, HEADS, LAYERS, LAYERS, D_FF, DROPOUT, batch_first=True)
+        self.out = nn.Linear(D_MODEL, tgt_vocab)
+
+    def forward(self, src, src_len, tgt_in):
+        S, T = src.shape[1], tgt_in.shape[1]
+        x = self.drop(self.src_emb(src) * math.sqrt(D_MODEL) + self.pe[:S])
+        y = self.drop(self.tgt_emb(tgt_in) * math.sqrt(D_MODEL) + self.pe[:T])
+        src_pad = torch.arange(S)[None, :] >= src_len[:, None]              # True: ignore
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        h = self.core(x, y, tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_in == self.pad_id,
+                      memory_key_padding_mask=src_pad, tgt_is_causal=True)
+        return self.out(h)
+
+
+def non_embedding_parameters(model) -> int:
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embedded)
+
+
+def matmul_peak(n=1024, repeats=20) -> float:
+    """Best fp32 GFLOP/s of an n x n matrix product, over `repeats` timed products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best / 1e9
+
+
+class Contender:
+    def __init__(self, name, model, step):
+        self.name, self.model, self.step = name, model, step
+        self.rates = []
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def run(self, batches) -> float:
+        """Train on `batches` (lists of sentence indices); return real target tokens per second."""
+        self.model.train()
+        start, tokens = time.perf_counter(), 0
+        for items in batches:
+            tokens += self.step(self, items)
+        rate = tokens / (time.perf_counter() - start)
+        self.rates.append(rate)
+        return rate
+
+
+def course_step(pad, dataset, c, items):
+    b = collate([dataset[i] for i in items], **pad)
+    loss, n = masked_cross_entropy(c.model(b.src, b.src_len, b.tgt_in), b.tgt_out, pad["pad_id"])
+    c.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(c.model.parameters(), 1.0)
+    c.optimizer.step()
+    return n
+
+
+def d2l_step(pad, dataset, clip, c, items):
+    b = collate([dataset[i] for i in items], **pad, num_steps=NUM_STEPS)     # d2l: fixed num_steps padding
+    y_hat = c.model(b.src, b.src_len, b.tgt_in)
+    loss = d2l_masked_loss(y_hat, b.tgt_out, b.tgt_len)
+    c.optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    clip(c.model, 1)
+    c.optimizer.step()
+    return int(b.tgt_len.sum())
+
+
+def median_ratio(a, b):
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def bench_training(args, report):
+    pairs = split_pairs(load_fra_eng()).train[:PAIRS]
+    data = NMTData(pairs, valid_frac=0.0, test_frac=0.0, min_freq=2)
+    loader = data.loader("train", batch_size=BATCH, seed=0)
+    dataset, sampler = loader.dataset, loader.batch_sampler
+    batches = list(sampler)
+    pad = dict(pad_id=data.tgt_vocab.pad_id, bos_id=data.tgt_vocab.bos_id, eos_id=data.tgt_vocab.eos_id)
+    V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
+    padded = collate([dataset[i] for i in batches[0]], **pad, num_steps=NUM_STEPS)
+
+    torch.manual_seed(0)
+    course = Transformer(TransformerConfig(V_src, V_tgt, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=LAYERS,
+                                           dropout=DROPOUT))
+    d2l_model, clip = build_d2l(V_src, V_tgt, padded)
+    contenders = [Contender("course", course, partial(course_step, pad, dataset)),
+                  Contender("d2l", d2l_model, partial(d2l_step, pad, dataset, clip)),
+                  Contender("torch", TorchTransformer(V_src, V_tgt), partial(course_step, pad, dataset))]
+    need = args.rounds * args.steps + 2
+    if need > len(batches):
+        raise SystemExit(f"--rounds x --steps needs {need} batches, the data has {len(batches)}")
+    for c in contenders:                                        # warm-up, untimed
+        c.run(batches[:2])
+        c.rates.clear()
+    peaks = [matmul_peak()]
+    for r in range(args.rounds):
+        chunk = batches[2 + r * args.steps: 2 + (r + 1) * args.steps]
+        order = contenders if r % 2 == 0 else contenders[::-1]  # alternate who goes first
+        for c in order:
+            c.run(chunk)
+        report(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{c.name} {c.rates[-1]:,.0f}" for c in contenders)
+               + " target tok/s")
+    peaks.append(matmul_peak())
+    peak = max(peaks)
+
+    real = sum(int(collate([dataset[i] for i in b], **pad).tgt_len.sum()) for b in batches)
+    bucket_positions = sum(collate([dataset[i] for i in b], **pad).tgt_out.numel() for b in batches)
+    d2l_positions = len(pairs) * NUM_STEPS
+    d2l_real = sum(min(len(t) + 1, NUM_STEPS) for t in dataset.tgt)
+    out = {"peak_matmul_gflops": peak,
+           "padding": {"course_bucketed": 1 - real / bucket_positions, "d2l_num_steps_20": 1 - d2l_real / d2l_positions},
+           "batches_per_round": args.steps, "rounds": args.rounds, "sentences_per_batch": BATCH,
+           "training_pairs": len(pairs)}
+    for c in contenders:
+        rate = statistics.median(c.rates)
+        params = non_embedding_parameters(c.model)
+        out[c.name] = {"tokens_per_sec_median": rate, "tokens_per_sec_rounds": c.rates,
+                       "non_embedding_parameters": params, "mfu": 6 * params * rate / (peak * 1e9)}
+    out["ratio_train_vs_d2l"] = median_ratio(contenders[0].rates, contenders[1].rates)
+    out["ratio_train_vs_nn_transformer"] = median_ratio(contenders[0].rates, contenders[2].rates)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+def decoding_model(args, report):
+    """The checkpoint of the published run if there is one, else a small model trained here for a while."""
+    from nmt_lib.training import ParallelCorpus, TrainSettings, fit, load_checkpoint
+    path = Path(args.checkpoint)
+    if path.is_file():
+        ckpt = load_checkpoint(path)
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"]).use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
+        return ckpt.model, corpus, f"checkpoint {path} ({ckpt.step:,} updates)"
+    report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
+    corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=128, n_heads=4,
+                                          d_ff=512, n_layers=2))
+    fit(model, corpus, TrainSettings(epochs=1, max_steps=args.fallback_steps, warmup=100), report="none")
+    return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates"
+
+
+def bench_decoding(args, report):
+    model, corpus, source = decoding_model(args, report)
+    sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
+    vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80)
+    rounds = args.decode_rounds
+    per_round = max(1, len(sentences) // rounds)
+    rates = {"batched_greedy": [], "beam4": [], "one_at_a_time": []}
+
+    def timed(fn):
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+    translate(model, sentences[:8], **vocab)                       # warm-up
+    for r in range(rounds):
+        subset = sentences[r * per_round:(r + 1) * per_round]      # the slow path gets a different share each round
+        single = timed(lambda: [translate(model, [s], **vocab, batch_size=1, search=greedy_decode_nocache)
+                                for s in subset])
+        rates["one_at_a_time"].append(len(subset) / single)
+        rates["batched_greedy"].append(len(sentences) / timed(lambda: translate(model, sentences, **vocab,
+                                                                                 batch_size=128)))
+        rates["beam4"].append(len(sentences) / timed(lambda: translate(
+            model, sentences, **vocab, batch_size=128, search=partial(beam_search, beam_size=4))))
+        report(f"decoding round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:,.1f}" for k, v in rates.items())
+               + " sentences/s")
+    return {"model": source, "sentences": len(sentences),
+            **{k: {"sentences_per_sec_median": statistics.median(v), "rounds": v} for k, v in rates.items()},
+            "ratio_decode_batched_vs_one_at_a_time": median_ratio(rates["batched_greedy"], rates["one_at_a_time"]),
+            "ratio_decode_beam4_vs_one_at_a_time": median_ratio(rates["beam4"], rates["one_at_a_time"])}
+
+
+# ----------------------------------------------------------------------------------------------
+def notebook_wall_times() -> dict:
+    """Learner-mode wall time of each committed notebook, from the cell timings nbclient records."""
+    times = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        stamps = [c.get("metadata", {}).get("execution", {}) for c in cells]
+        starts = [s["iopub.execute_input"] for s in stamps if "iopub.execute_input" in s]
+        ends = [s["shell.execute_reply"] for s in stamps if "shell.execute_reply" in s]
+        if starts and ends:
+            parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+            times[path.stem] = (parse(max(ends)) - parse(min(starts))).total_seconds()
+    return times
+
+
+def nbval_quick_wall() -> float:
+    cmd = [sys.executable, "-m", "pytest", "notebooks", "--nbval-lax", "--nbval-current-env", "-q",
+           "--nbval-sanitize-with", "tools/nbval_sanitize.cfg"]
+    t = time.perf_counter()
+    result = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, NMT_QUICK="1"), capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if result.returncode != 0:
+        raise SystemExit(f"nbval failed:\n{result.stdout[-3000:]}")
+    return wall
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="training rounds (5)")
+    parser.add_argument("--steps", type=int, default=8, help="batches per contender per round (8)")
+    parser.add_argument("--decode-sentences", type=int, default=500, help="held-out sentences to decode (500)")
+    parser.add_argument("--decode-rounds", type=int, default=5, help="decoding rounds (5)")
+    parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "full.pt"),
+                        help="model for the decoding benchmark (default: the README's published run)")
+    parser.add_argument("--fallback-steps", type=int, default=600, help="updates to train when there is no checkpoint")
+    parser.add_argument("--skip-nbval", action="store_true", help="do not time the quick-mode nbval run")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.steps, args.decode_sentences, args.decode_rounds) < 1:
+        parser.error("--rounds, --steps, --decode-sentences and --decode-rounds must be positive")
+    torch.set_num_threads(2)
+    report = lambda text: print(text, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    train = bench_training(args, report)
+    decode = bench_decoding(args, report)
+    notebooks = notebook_wall_times()
+    nbval = None if args.skip_nbval else nbval_quick_wall()
+    result = {
+        "ratio_train_vs_d2l": train["ratio_train_vs_d2l"],
+        "ratio_train_vs_nn_transformer": train["ratio_train_vs_nn_transformer"],
+        "ratio_decode_batched_vs_one_at_a_time": decode["ratio_decode_batched_vs_one_at_a_time"],
+        "mfu_course": train["course"]["mfu"],
+        "training": train, "decoding": decode,
+        "notebook_wall_s_learner_mode": notebooks, "nbval_quick_wall_s": nbval,
+        "machine": {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+                    "processor": platform.processor() or platform.machine(), "dtype": "float32"},
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "bench_seconds": time.perf_counter() - started,
+        "command": " ".join(["python", "bench/bench.py", *(argv if argv is not None else sys.argv[1:])]),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
+
+    t = train
+    print(f"\nTraining, target tokens/s (median of {t['rounds']} rounds x {t['batches_per_round']} batches of "
+          f"{BATCH} sentences; matmul peak {t['peak_matmul_gflops']:.0f} GFLOP/s):")
+    print(f"{'contender':<10}{'tok/s':>10}{'MFU':>8}{'non-emb params':>16}")
+    for name in ("course", "d2l", "torch"):
+        c = t[name]
+        print(f"{name:<10}{c['tokens_per_sec_median']:>10,.0f}{c['mfu']:>8.1%}{c['non_embedding_parameters']:>16,}")
+    print(f"padding: course bucketed {t['padding']['course_bucketed']:.1%}, d2l num_steps=20 "
+          f"{t['padding']['d2l_num_steps_20']:.1%}")
+    print(f"ratio course / d2l-style:        {t['ratio_train_vs_d2l']:.2f}x (target >= 3.5)")
+    print(f"ratio course / nn.Transformer:   {t['ratio_train_vs_nn_transformer']:.2f}x (target >= 1.0)")
+    print(f"MFU course:                      {t['course']['mfu']:.1%} (target >= 40%)")
+    d = decode
+    print(f"\nDecoding {d['sentences']} held-out sentences ({d['model']}), sentences/s:")
+    for k in ("batched_greedy", "beam4", "one_at_a_time"):
+        print(f"  {k:<16}{d[k]['sentences_per_sec_median']:>10,.1f}")
+    print(f"ratio batched greedy / one at a time: {d['ratio_decode_batched_vs_one_at_a_time']:.1f}x (target >= 30)")
+    print("\nNotebook wall times, learner mode (from the committed notebooks' cell timings):")
+    for name, secs in notebooks.items():
+        print(f"  {name:<24}{secs:>8.0f} s")
+    if nbval is not None:
+        print(f"nbval, quick mode, all notebooks: {nbval:.0f} s")
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

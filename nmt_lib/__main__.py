@@ -1,0 +1,6 @@
+"""`python -m nmt_lib train|translate|evaluate`: the command-line tools of chapter 9 (`nmt_lib.training`)."""
+import sys
+
+from nmt_lib.training import main
+
+sys.exit(main())
