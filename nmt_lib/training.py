@@ -56,12 +56,12 @@ class CheckpointError(ValueError):
 
 @dataclass
 class TrainSettings:
-    epochs: int = 10                  # passes over the training split
+    epochs: int = 6                   # passes over the training split
     max_steps: int | None = None      # stop after this many updates (None: after `epochs`)
-    max_tokens: int = 3000            # padded positions per micro-batch
-    tokens_per_update: int = 3000     # real target tokens per update; more than one micro-batch: accumulation
-    warmup: int = 1000                # warm-up updates of the schedule
-    lr_factor: float = 1.0            # f in the schedule
+    max_tokens: int = 2500            # padded positions per micro-batch
+    tokens_per_update: int = 2000     # real target tokens per update; more than one micro-batch: accumulation
+    warmup: int = 400                 # warm-up updates of the schedule
+    lr_factor: float = 0.5            # f in the schedule
     label_smoothing: float = 0.1
     clip: float | None = 1.0          # gradient-norm clipping
     seed: int = 1                     # weights, dropout and batch order
@@ -451,14 +451,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--d-ff", type=pos_int, default=512, help="feed-forward width (512)")
     t.add_argument("--layers", type=pos_int, default=3, help="encoder and decoder blocks each (3)")
     t.add_argument("--dropout", type=_fraction, default=0.1, help="dropout (0.1)")
-    t.add_argument("--epochs", type=pos_int, help="passes over the training split (10; on --resume, the "
+    t.add_argument("--epochs", type=pos_int, help="passes over the training split (6; on --resume, the "
                    "checkpoint's)")
     t.add_argument("--max-steps", type=pos_int, help="stop after this many updates (on --resume, the checkpoint's)")
-    t.add_argument("--max-tokens", type=pos_int, default=3000, help="padded positions per micro-batch (3000)")
-    t.add_argument("--tokens-per-update", type=pos_int, default=3000,
-                   help="target tokens per update, accumulated over micro-batches (3000)")
-    t.add_argument("--warmup", type=pos_int, default=1000, help="warm-up updates (1000)")
-    t.add_argument("--lr-factor", type=pos_float, default=1.0, help="factor of the rate schedule (1.0)")
+    t.add_argument("--max-tokens", type=pos_int, default=2500, help="padded positions per micro-batch (2500)")
+    t.add_argument("--tokens-per-update", type=pos_int, default=2000,
+                   help="target tokens per update, accumulated over micro-batches (2000)")
+    t.add_argument("--warmup", type=pos_int, default=400, help="warm-up updates (400)")
+    t.add_argument("--lr-factor", type=pos_float, default=0.5, help="factor of the rate schedule (0.5)")
     t.add_argument("--label-smoothing", type=_fraction, default=0.1, help="epsilon, 0 for none (0.1)")
     t.add_argument("--seed", type=int, default=1, help="seed of weights, dropout and batch order (1)")
     t.add_argument("--checkpoint-every", type=int, default=500, help="updates between checkpoints (500)")
@@ -504,7 +504,7 @@ def _train(args) -> int:
     else:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
-        settings = TrainSettings(epochs=args.epochs or 10, max_steps=args.max_steps, max_tokens=args.max_tokens,
+        settings = TrainSettings(epochs=args.epochs or 6, max_steps=args.max_steps, max_tokens=args.max_tokens,
                                  tokens_per_update=args.tokens_per_update, warmup=args.warmup,
                                  lr_factor=args.lr_factor, label_smoothing=args.label_smoothing, seed=args.seed,
                                  checkpoint_every=args.checkpoint_every, time_limit=args.time_limit)

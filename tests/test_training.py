@@ -245,7 +245,11 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     out = cli("translate", "--checkpoint", ckpt, "--beam", 2, stdin=lines)
     assert out.returncode == 0, out.stderr
     translations = out.stdout.split("\n")[:-1]
-    assert len(translations) == 4 and translations[1] == "" and all(translations[i] for i in (0, 2, 3))
+    # One line out per line in, in order; an empty line stays empty. (After 6 updates the model may
+    # well answer <eos> at once, so the other lines may be empty too: their content is not checked.)
+    assert len(translations) == 4 and translations[1] == ""
+    out = cli("translate", "--checkpoint", ckpt, "--tokenized", stdin="I am tired.\n" * 3)
+    assert out.returncode == 0 and len(set(out.stdout.split("\n")[:-1])) == 1 and out.stdout.count("\n") == 3
 
     out = cli("evaluate", "--checkpoint", ckpt)
     assert out.returncode == 0, out.stderr
