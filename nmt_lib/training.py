@@ -4,7 +4,6 @@
 accumulation, checkpoints, and the command-line tools (`python -m nmt_lib train|translate|evaluate`).
 """
 import argparse
-import hashlib
 import math
 import os
 import pickle
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt_lib.data import ODD_SPACES, PUNCTUATION, NMTData, Vocab, fra_eng_path, preprocess, read_pairs
+from nmt_lib.data import ODD_SPACES, PUNCTUATION, NMTData, Vocab, _sha1, fra_eng_path, preprocess, read_pairs
 from nmt_lib.seq2seq import (TrainingDiverged, _notebook_display, evaluate_bleu, evaluate_loss, greedy_decode,
                              masked_cross_entropy, num_parameters, translate)
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search
@@ -183,14 +182,6 @@ def unify_spaces(text: str) -> str:
     return " ".join(text.split())
 
 
-def file_sha1(path) -> str:
-    digest = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class ParallelCorpus(NMTData):
     """`NMTData` over any `source<TAB>target` file, plus the raw references of each source sentence."""
 
@@ -203,7 +194,7 @@ class ParallelCorpus(NMTData):
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
         super().__init__(clean, min_freq=min_freq, valid_frac=valid_frac, test_frac=test_frac, seed=seed)
-        self.settings = {"path": str(self.path), "sha1": file_sha1(self.path), "max_pairs": max_pairs,
+        self.settings = {"path": str(self.path), "sha1": _sha1(self.path), "max_pairs": max_pairs,
                          "min_freq": min_freq, "valid_frac": valid_frac, "test_frac": test_frac, "seed": seed,
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
 
