@@ -7,6 +7,7 @@ browser's path in NMT_CHROMIUM. Screenshots go to build/screenshots/.
 import contextlib
 import functools
 import http.server
+import json
 import os
 import secrets
 import shutil
@@ -74,6 +75,8 @@ def page(browser):
             route.abort()
 
     page.route("**/*", guard)
+    page.console = []          # what the page logged, printed when a test fails
+    page.on("console", lambda m: page.console.append(f"{m.type}: {m.text[:300]}"))
     try:
         yield page
     finally:
@@ -119,41 +122,119 @@ def jupyter_lab(workdir: Path, port: int, token: str):
         log.close()
 
 
+def copy_without_outputs(src: Path, dst: Path) -> int:
+    """Copy a notebook with its outputs and execution counts removed; return its number of code cells."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for cell in code:
+        cell["outputs"], cell["execution_count"] = [], None
+    dst.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    return len(code)
+
+
+def wait_for_idle_kernel(page, url: str, token: str, path: str, timeout: float = 120) -> str:
+    """Wait until the server reports a kernel for `path` that has started and is idle.
+
+    Lab's execution indicator says "idle" before any kernel exists, so it cannot tell on its
+    own that a Run All would reach a kernel; the server's session list can. The waits go
+    through `page.wait_for_timeout`, not `time.sleep`: the request guard runs in this thread,
+    and a blocked thread would hold up every request the page makes.
+    """
+    deadline = time.monotonic() + timeout
+    state = "no session"
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=5) as r:
+            sessions = [s for s in json.load(r) if s.get("path") == path and s.get("kernel")]
+        if sessions:
+            state = sessions[0]["kernel"]["execution_state"]
+            if state == "idle":
+                return sessions[0]["kernel"]["id"]
+        page.wait_for_timeout(500)
+    raise AssertionError(f"the kernel for {path} was not idle within {timeout:.0f} s (last state: {state})")
+
+
+def save_and_read_execution_counts(page, path: Path, n_code: int, timeout: float = 120) -> list:
+    """Save the notebook from Lab's File menu and return the code cells' execution counts on disk.
+
+    Saves again while some count is still missing (Run All may still be going), up to `timeout`.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        page.get_by_role("menuitem", name="File", exact=True).click()
+        page.locator("li.lm-Menu-item[data-command='docmanager:save']").click()   # "Save Notebook"
+        page.wait_for_timeout(1000)
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            counts = [c["execution_count"] for c in nb["cells"] if c["cell_type"] == "code"]
+        except (OSError, ValueError):     # caught mid-write
+            counts = []
+        if (len(counts) == n_code and None not in counts) or time.monotonic() > deadline:
+            return counts
+
+
+def show_first_figure(page, notebook):
+    """Scroll the notebook to its first figure. Lab draws only the cells near the viewport (after
+    Run All that is the last cell), so scroll from the top until a figure has been drawn."""
+    notebook.evaluate("nb => { (nb.closest('.jp-WindowedPanel-outer') || nb).scrollTop = 0; }")
+    figure = notebook.locator(".jp-OutputArea-output img").first
+    notebook.hover()
+    for _ in range(60):
+        if figure.count():
+            figure.scroll_into_view_if_needed()
+            return
+        page.mouse.wheel(0, 300)
+        page.wait_for_timeout(150)
+    raise AssertionError("no figure drawn while scrolling through the notebook")
+
+
 def test_jupyterlab_runs_a_notebook_and_shows_its_text_and_figures(page, tmp_path):
-    # A copy: Run All marks the notebook dirty and Lab may autosave; the committed file stays as it is.
-    shutil.copy(ROOT / "notebooks" / LAB_NOTEBOOK, tmp_path / LAB_NOTEBOOK)
+    # A copy without outputs: whatever appears below was produced by this run, and the committed
+    # file stays as it is (Run All marks the notebook dirty and Lab may autosave).
+    n_code = copy_without_outputs(ROOT / "notebooks" / LAB_NOTEBOOK, tmp_path / LAB_NOTEBOOK)
     token = secrets.token_hex(16)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with jupyter_lab(tmp_path, free_port(), token) as url:
-        page.goto(f"{url}/lab/tree/{LAB_NOTEBOOK}?token={token}")
-        notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
-        expect(notebook).to_be_visible(timeout=60_000)
-        # Start from a clean page, so that what we find below was produced by this run.
-        page.get_by_role("menuitem", name="Edit", exact=True).click()
-        page.get_by_role("menuitem", name="Clear Outputs of All Cells").click()
-        expect(notebook.locator(".jp-OutputArea-output")).to_have_count(0, timeout=10_000)
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+        try:
+            page.goto(f"{url}/lab/tree/{LAB_NOTEBOOK}?token={token}")
+            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+            expect(notebook).to_be_visible(timeout=60_000)
+            outputs = notebook.locator(".jp-OutputArea-output")
+            indicator = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator")
+            # Lab starts the kernel after showing the notebook; wait until the server has it idle and
+            # the page has connected to it (the indicator goes "connecting" -> "idle").
+            wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
+            expect(indicator).to_have_attribute("data-status", "idle", timeout=60_000)
+            expect(outputs).to_have_count(0)
 
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
-        outputs = notebook.locator(".jp-OutputArea-output")
-        expect(outputs.filter(has_text="50 training points, 50 test queries")).to_have_count(1, timeout=120_000)
-        expect(outputs.filter(has_text="learned w =")).to_have_count(1, timeout=120_000)
-        figures = notebook.locator(".jp-OutputArea-output img")
-        expect(figures.first).to_be_visible(timeout=60_000)
-        expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-               .filter(has_text="Error")).to_have_count(0)
-        # Lab renders only the cells near the viewport, so count what is drawn, not every figure.
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
-        assert figures.count() >= 1
-        assert all(figures.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
-                   for i in range(figures.count()))
-        news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
-        if news.count():
-            news.first.click()
-        figures.first.scroll_into_view_if_needed()
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "jupyterlab.png"))
+            expect(outputs.filter(has_text="50 training points, 50 test queries")).to_have_count(1, timeout=120_000)
+            expect(outputs.filter(has_text="learned w =")).to_have_count(1, timeout=120_000)
+            figures = notebook.locator(".jp-OutputArea-output img")
+            expect(figures.first).to_be_visible(timeout=60_000)
+            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+            wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
+            expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+                   .filter(has_text="Error")).to_have_count(0)
+            # Lab renders only the cells near the viewport, so check what is drawn, not every figure.
+            assert figures.count() >= 1
+            assert all(figures.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
+                       for i in range(figures.count()))
+            # Saved from the menu, the file on disk shows that every code cell ran, in order.
+            counts = save_and_read_execution_counts(page, tmp_path / LAB_NOTEBOOK, n_code)
+            assert counts == list(range(1, n_code + 1)), f"execution counts after Run All: {counts}"
+            news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
+            if news.count():
+                news.first.click()
+                expect(news).to_have_count(0)
+            show_first_figure(page, notebook)
+            page.screenshot(path=str(SHOTS / "jupyterlab.png"))
+        except Exception:
+            page.screenshot(path=str(SHOTS / "jupyterlab-failure.png"))
+            print("browser console:", *page.console[-40:], sep="\n  ")
+            print("lab.log:", (tmp_path / "lab.log").read_text(errors="replace")[-3000:], sep="\n")
+            raise
 
 
 @contextlib.contextmanager
