@@ -11,11 +11,22 @@ absolute speeds drift from minute to minute while a ratio measured within one ro
 
 Contenders (training), all at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam,
 gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 training pairs:
-  course   nmt_lib's Transformer, length-bucketed batches, masked_cross_entropy;
+  course   nmt_lib's Transformer (with its FastDropout), length-bucketed batches, the output
+           layer and masked_cross_entropy on real target tokens only (token_logits), the course's
+           optimizer (paper_adam: fused Adam), as chapter 9's fit trains;
   d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with valid-length
-           masking, every batch padded to num_steps=20, the loss and loop of d2l's train_seq2seq;
+           masking, every batch padded to num_steps=20, the loss, loop and optimizer (torch.optim.Adam)
+           of d2l's train_seq2seq;
   torch    torch.nn.Transformer with embeddings, sinusoidal positions and an output layer, fed the
-           course's batches.
+           course's batches, with the course's loss on real tokens and the course's optimizer.
+
+Decoding: 500 held-out sentences with the published checkpoint (runs/full.pt) when present:
+  batched_greedy   translate() in batches of 256 with the KV cache; finished sentences leave the batch;
+  beam4            beam search, K = 4, same batches;
+  one_at_a_time    one sentence per call, no cache: every step reruns the decoder and the output layer
+                   over the whole prefix (nmt_lib.transformer.greedy_decode_nocache);
+  one_at_a_time_last_position   the same, but the output layer sees only the newest position, as in
+                   d2l's predict_seq2seq; context for the ratio, not a target.
 """
 import argparse
 import json
@@ -40,9 +51,11 @@ sys.path.insert(0, str(ROOT))
 from nmt_lib.data import NMTData, collate, load_fra_eng, split_pairs  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
 from nmt_lib.seq2seq import greedy_decode, masked_cross_entropy, translate  # noqa: E402
+from nmt_lib.training import paper_adam  # noqa: E402
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search, greedy_decode_nocache  # noqa: E402
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = 256, 8, 1024, 3, 0.1, 128, 50_000, 20
+DECODE_BATCH, LR = 256, 1e-4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,15 +138,22 @@ class TorchTransformer(nn.Module):
         self.core = nn.Transformer(D_MODEL, HEADS, LAYERS, LAYERS, D_FF, DROPOUT, batch_first=True)
         self.out = nn.Linear(D_MODEL, tgt_vocab)
 
-    def forward(self, src, src_len, tgt_in):
+    def hidden(self, src, src_len, tgt_in):
+        """The decoder's output states (B, T, D), before the output layer."""
         S, T = src.shape[1], tgt_in.shape[1]
         x = self.drop(self.src_emb(src) * math.sqrt(D_MODEL) + self.pe[:S])
         y = self.drop(self.tgt_emb(tgt_in) * math.sqrt(D_MODEL) + self.pe[:T])
         src_pad = torch.arange(S)[None, :] >= src_len[:, None]              # True: ignore
         causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-        h = self.core(x, y, tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_in == self.pad_id,
-                      memory_key_padding_mask=src_pad, tgt_is_causal=True)
-        return self.out(h)
+        return self.core(x, y, tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_in == self.pad_id,
+                         memory_key_padding_mask=src_pad, tgt_is_causal=True)
+
+    def forward(self, src, src_len, tgt_in):
+        return self.out(self.hidden(src, src_len, tgt_in))
+
+    def token_logits(self, src, src_len, tgt_in, keep):
+        """The output layer at the kept positions only, as the course's models offer it: (N, V)."""
+        return self.out(self.hidden(src, src_len, tgt_in)[keep])
 
 
 def non_embedding_parameters(model) -> int:
@@ -155,10 +175,9 @@ def matmul_peak(n=1024, repeats=20) -> float:
 
 
 class Contender:
-    def __init__(self, name, model, step):
-        self.name, self.model, self.step = name, model, step
+    def __init__(self, name, model, step, optimizer):
+        self.name, self.model, self.step, self.optimizer = name, model, step, optimizer
         self.rates = []
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def run(self, batches) -> float:
         """Train on `batches` (lists of sentence indices); return real target tokens per second."""
@@ -172,8 +191,11 @@ class Contender:
 
 
 def course_step(pad, dataset, c, items):
+    """One update as chapter 9's `fit` makes it: logits and loss at the real target tokens only."""
     b = collate([dataset[i] for i in items], **pad)
-    loss, n = masked_cross_entropy(c.model(b.src, b.src_len, b.tgt_in), b.tgt_out, pad["pad_id"])
+    keep = b.tgt_out != pad["pad_id"]
+    loss, n = masked_cross_entropy(c.model.token_logits(b.src, b.src_len, b.tgt_in, keep), b.tgt_out[keep],
+                                   pad["pad_id"])
     c.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(c.model.parameters(), 1.0)
@@ -210,9 +232,12 @@ def bench_training(args, report):
     course = Transformer(TransformerConfig(V_src, V_tgt, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=LAYERS,
                                            dropout=DROPOUT))
     d2l_model, clip = build_d2l(V_src, V_tgt, padded)
-    contenders = [Contender("course", course, partial(course_step, pad, dataset)),
-                  Contender("d2l", d2l_model, partial(d2l_step, pad, dataset, clip)),
-                  Contender("torch", TorchTransformer(V_src, V_tgt), partial(course_step, pad, dataset))]
+    torch_model = TorchTransformer(V_src, V_tgt)
+    contenders = [Contender("course", course, partial(course_step, pad, dataset), paper_adam(course.parameters(), LR)),
+                  Contender("d2l", d2l_model, partial(d2l_step, pad, dataset, clip),
+                            torch.optim.Adam(d2l_model.parameters(), lr=LR)),          # as train_seq2seq does
+                  Contender("torch", torch_model, partial(course_step, pad, dataset),
+                            paper_adam(torch_model.parameters(), LR))]
     need = args.rounds * args.steps + 2
     if need > len(batches):
         raise SystemExit(f"--rounds x --steps needs {need} batches, the data has {len(batches)}")
@@ -266,13 +291,34 @@ def decoding_model(args, report):
     return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates"
 
 
+class LastPosition(nn.Module):
+    """Wraps an output layer so that it only sees the newest position: (B, T, D) -> (B, 1, V)."""
+
+    def __init__(self, dense):
+        super().__init__()
+        self.dense = dense
+
+    def forward(self, x):
+        return self.dense(x[:, -1:])
+
+
+def nocache_last_position(model, src, src_len, **kw):
+    """greedy_decode_nocache with the output layer on the newest position only."""
+    dense = model.decoder.dense
+    model.decoder.dense = LastPosition(dense)
+    try:
+        return greedy_decode_nocache(model, src, src_len, **kw)
+    finally:
+        model.decoder.dense = dense
+
+
 def bench_decoding(args, report):
     model, corpus, source = decoding_model(args, report)
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
     vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80)
     rounds = args.decode_rounds
     per_round = max(1, len(sentences) // rounds)
-    rates = {"batched_greedy": [], "beam4": [], "one_at_a_time": []}
+    rates = {"batched_greedy": [], "beam4": [], "one_at_a_time": [], "one_at_a_time_last_position": []}
 
     def timed(fn):
         t = time.perf_counter()
@@ -286,15 +332,20 @@ def bench_decoding(args, report):
                                 for s in subset])
         rates["one_at_a_time"].append(len(subset) / single)
         rates["batched_greedy"].append(len(sentences) / timed(lambda: translate(model, sentences, **vocab,
-                                                                                 batch_size=128)))
+                                                                                 batch_size=DECODE_BATCH)))
         rates["beam4"].append(len(sentences) / timed(lambda: translate(
-            model, sentences, **vocab, batch_size=128, search=partial(beam_search, beam_size=4))))
+            model, sentences, **vocab, batch_size=DECODE_BATCH, search=partial(beam_search, beam_size=4))))
+        last = timed(lambda: [translate(model, [s], **vocab, batch_size=1, search=nocache_last_position)
+                              for s in subset])
+        rates["one_at_a_time_last_position"].append(len(subset) / last)
         report(f"decoding round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:,.1f}" for k, v in rates.items())
                + " sentences/s")
-    return {"model": source, "sentences": len(sentences),
+    return {"model": source, "sentences": len(sentences), "batch_size": DECODE_BATCH,
             **{k: {"sentences_per_sec_median": statistics.median(v), "rounds": v} for k, v in rates.items()},
             "ratio_decode_batched_vs_one_at_a_time": median_ratio(rates["batched_greedy"], rates["one_at_a_time"]),
-            "ratio_decode_beam4_vs_one_at_a_time": median_ratio(rates["beam4"], rates["one_at_a_time"])}
+            "ratio_decode_beam4_vs_one_at_a_time": median_ratio(rates["beam4"], rates["one_at_a_time"]),
+            "ratio_decode_batched_vs_one_at_a_time_last_position":
+                median_ratio(rates["batched_greedy"], rates["one_at_a_time_last_position"])}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -378,9 +429,11 @@ def main(argv=None):
     print(f"MFU course:                      {t['course']['mfu']:.1%} (target >= 40%)")
     d = decode
     print(f"\nDecoding {d['sentences']} held-out sentences ({d['model']}), sentences/s:")
-    for k in ("batched_greedy", "beam4", "one_at_a_time"):
-        print(f"  {k:<16}{d[k]['sentences_per_sec_median']:>10,.1f}")
+    for k in ("batched_greedy", "beam4", "one_at_a_time", "one_at_a_time_last_position"):
+        print(f"  {k:<30}{d[k]['sentences_per_sec_median']:>10,.1f}")
     print(f"ratio batched greedy / one at a time: {d['ratio_decode_batched_vs_one_at_a_time']:.1f}x (target >= 30)")
+    print(f"ratio batched greedy / one at a time, output layer on the newest position only: "
+          f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}x (context)")
     print("\nNotebook wall times, learner mode (from the committed notebooks' cell timings):")
     for name, secs in notebooks.items():
         print(f"  {name:<24}{secs:>8.0f} s")

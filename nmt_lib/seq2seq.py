@@ -302,31 +302,45 @@ def cut_at_eos(seq: list, eos_id: int) -> tuple[list, bool]:
 @torch.no_grad()
 def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = 50,
                   need_weights: bool = False) -> Decoded:
-    """Batched greedy decoding: each sentence stops at its first `<eos>` or after `max_len` tokens."""
+    """Batched greedy decoding: each sentence stops at its first `<eos>` or after `max_len` tokens.
+
+    If `model.decoder` has `reorder_state(state, index)`, finished sentences leave the batch.
+    """
     model.eval()
     B = src.shape[0]
     state = model.encode(src, src_len)
+    compact = hasattr(model.decoder, "reorder_state")
+    rows = torch.arange(B, device=src.device)              # the sentence each batch row belongs to
     tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-    generated, step_weights = [], []
+    generated = [[] for _ in range(B)]                      # per sentence: ids, then (S,) weights
+    step_weights = [[] for _ in range(B)]
     for _ in range(max_len):
         logits, state, weights = model.step(tokens, state, need_weights=need_weights)
-        next_token = logits[:, -1].argmax(dim=-1)                            # (B,)
-        generated.append(next_token)
-        if need_weights:
-            step_weights.append(weights[:, -1])                              # (B, S)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
+        next_token = logits[:, -1].argmax(dim=-1)                            # (rows,)
+        for r, (i, tok) in enumerate(zip(rows.tolist(), next_token.tolist())):
+            generated[i].append(tok)
+            if need_weights:
+                step_weights[i].append(weights[r, -1])                       # (S,)
+        ended = next_token == eos_id
+        if compact:
+            if ended.any():                                  # drop the rows whose sentence ended
+                keep = (~ended).nonzero().squeeze(1)
+                if keep.numel() == 0:
+                    break
+                rows, next_token = rows[keep], next_token[keep]
+                state = model.decoder.reorder_state(state, keep)
+        else:
+            finished |= ended
+            if finished.all():
+                break
         tokens = next_token.unsqueeze(1)
-    generated = torch.stack(generated, dim=1).tolist()                       # (B, steps)
-    all_weights = torch.stack(step_weights, dim=1) if need_weights else None  # (B, steps, S)
     out_tokens, out_weights = [], []
     for i, seq in enumerate(generated):
-        tokens_i, ended = cut_at_eos(seq, eos_id)
+        tokens_i, ended_i = cut_at_eos(seq, eos_id)
         out_tokens.append(tokens_i)
-        rows = len(tokens_i) + ended                                         # include the <eos> step
-        out_weights.append(all_weights[i, :rows, :int(src_len[i])] if need_weights else None)
+        n = len(tokens_i) + ended_i                                          # include the <eos> step
+        out_weights.append(torch.stack(step_weights[i][:n])[:, :int(src_len[i])] if need_weights else None)
     return Decoded(out_tokens, out_weights)
 
 

@@ -33,8 +33,12 @@ def noam_lr(step: int, *, d_model: int, warmup: int, factor: float = 1.0) -> flo
 
 
 def paper_adam(params, lr: float = 1.0):
-    """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9 (the rate is set at each update)."""
-    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9 (the rate is set at each update).
+
+    `fused=True`: one kernel updates every parameter, instead of a dozen small operations per
+    parameter tensor (about 3% of a training step on a CPU).
+    """
+    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
 def smoothed_targets(targets: torch.Tensor, vocab_size: int, epsilon: float) -> torch.Tensor:
@@ -295,8 +299,10 @@ def fit(model: Transformer, data: NMTData, settings: TrainSettings, *, optimizer
         optimizer.zero_grad(set_to_none=True)
         for index in range(progress["batch"], len(batches)):
             batch = collate([dataset[i] for i in batches[index]])
-            loss, n = masked_cross_entropy(model(batch.src, batch.src_len, batch.tgt_in), batch.tgt_out,
-                                           data.tgt_vocab.pad_id, label_smoothing=settings.label_smoothing)
+            keep = batch.tgt_out != data.tgt_vocab.pad_id           # logits and loss on real tokens only
+            loss, n = masked_cross_entropy(model.token_logits(batch.src, batch.src_len, batch.tgt_in, keep),
+                                           batch.tgt_out[keep], data.tgt_vocab.pad_id,
+                                           label_smoothing=settings.label_smoothing)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; lower "
                                        f"lr_factor or raise warmup. The last checkpoint is unaffected.")

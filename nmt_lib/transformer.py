@@ -43,12 +43,47 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
+class FastDropout(nn.Module):
+    """Dropout with one 64-bit random draw per four elements (16 bits each); same use as nn.Dropout.
+
+    The drop rate is `p` rounded to a multiple of 1/65536; kept elements are scaled by
+    1 / (1 - that rate). Identity in eval mode. Draws from torch's default generator, so
+    `torch.manual_seed` makes it repeatable.
+    """
+    LEVELS = 1 << 16
+
+    def __init__(self, p: float = 0.1):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        self.p, self.drop_levels = p, round(p * self.LEVELS)
+
+    def forward(self, x):
+        if not self.training or self.drop_levels == 0:
+            return x
+        if self.drop_levels == self.LEVELS:
+            return x * 0.0
+        return x * self.mask_like(x)
+
+    @torch.no_grad()
+    def mask_like(self, x) -> torch.Tensor:
+        """0 where an element is dropped, 1 / (1 - rate) where it is kept; x's shape and dtype."""
+        n = x.numel()
+        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, 2 ** 63 - 1)
+        lanes = words.view(torch.int16)[:n].view(x.shape)                    # uniform on -32768 .. 32767
+        keep = lanes >= self.drop_levels - self.LEVELS // 2
+        return keep.to(x.dtype).mul_(self.LEVELS / (self.LEVELS - self.drop_levels))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 class PositionWiseFFN(nn.Module):
     """Linear -> ReLU -> dropout -> Linear, applied to each position: (B, T, D) -> (B, T, D)."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), FastDropout(dropout), nn.Linear(d_ff, d_model))
 
     def forward(self, x):
         return self.net(x)
@@ -59,7 +94,7 @@ class Residual(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
-        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), nn.Dropout(dropout), norm_first
+        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), FastDropout(dropout), norm_first
 
     def forward(self, x, sublayer):
         """`sublayer(y)` returns (output, extra); this returns (new x, extra)."""
@@ -90,6 +125,7 @@ class TransformerEncoder(nn.Module):
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         self.pos = PositionalEncoding(cfg.d_model, cfg.dropout, cfg.max_len)
+        self.pos.dropout = FastDropout(cfg.dropout)                          # chapter 6's module, faster dropout
         self.blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
@@ -147,6 +183,7 @@ class TransformerDecoder(nn.Module):
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         self.pos = PositionalEncoding(cfg.d_model, cfg.dropout, cfg.max_len)
+        self.pos.dropout = FastDropout(cfg.dropout)                          # chapter 6's module, faster dropout
         self.blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)
@@ -156,7 +193,9 @@ class TransformerDecoder(nn.Module):
         cross_kv = [block.cross_attn.project_kv(memory, memory) for block in self.blocks]
         return TransformerState(cross_kv, src_mask, [None] * len(self.blocks), 0)
 
-    def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False):
+    def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False, keep=None):
+        """(logits (B, T, V), new state, weights); with `keep` (B, T) boolean, logits (N, V) of the
+        N kept positions only (training skips the padding)."""
         T, pos = tgt_in.shape[1], state.pos
         x = self.pos(self.embedding(tgt_in) * math.sqrt(self.cfg.d_model), offset=pos)   # (B, T, D)
         # Query j sits at position pos + j and may see keys 0 .. pos + j; one new token sees all.
@@ -167,7 +206,8 @@ class TransformerDecoder(nn.Module):
             new_kv.append(kv)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        logits = self.dense(self.norm(x))                                    # (B, T, V)
+        x = self.norm(x) if keep is None else self.norm(x[keep])             # (B, T, D) or (N, D)
+        logits = self.dense(x)                                               # (B, T, V) or (N, V)
         weights = {"decoder_self": self_ws, "cross": cross_ws} if need_weights else None
         return logits, TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T), weights
 
@@ -191,6 +231,10 @@ class Transformer(EncoderDecoder):
             elif p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
+    def token_logits(self, src, src_len, tgt_in, keep):
+        """Teacher-forced logits (N, V) of the N positions where `keep` (B, T) is True."""
+        return self.decoder(tgt_in, self.encode(src, src_len), keep=keep)[0]
+
     @torch.no_grad()
     def attention_maps(self, src, src_len, tgt_in) -> dict:
         """Weights of every layer: encoder (B, H, S, S), decoder_self (B, H, T, T), cross (B, H, T, S)."""
@@ -213,11 +257,12 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto"):
         return Transformer(cfg)
 
     def fit(model):
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
         return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
                              progress=progress, title="Transformer")
 
-    key = dict(cfg=cfg.__dict__, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
+    key = dict(cfg=cfg.__dict__, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+               optimizer="adam-fused", dropout="FastDropout")
     return cached_fit("transformer", key, build, fit, reuse=reuse)
 
 

@@ -38,6 +38,18 @@ def test_baselines_are_causal_and_give_logits_over_the_target_vocabulary(build):
     assert not torch.allclose(a[:, 4], b[:, 4])
 
 
+def test_token_logits_are_the_full_logits_at_the_kept_positions():
+    from nmt_lib.transformer import Transformer, TransformerConfig
+    src, src_len, tgt = batch()
+    tgt[1, 4:] = 0
+    keep = tgt != 0
+    for model in (bench.TorchTransformer(40, 50).eval(),
+                  Transformer(TransformerConfig(40, 50, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()):
+        full = model(src, src_len, tgt)
+        assert torch.allclose(model.token_logits(src, src_len, tgt, keep), full[keep], atol=1e-5)
+        assert model.token_logits(src, src_len, tgt, keep).shape == (int(keep.sum()), 50)
+
+
 def test_d2l_loss_is_the_per_sentence_mean_over_num_steps():
     pred = torch.randn(2, 4, 9)
     label = torch.randint(9, (2, 4))
@@ -54,3 +66,19 @@ def test_non_embedding_parameters_leave_out_the_embedding_tables():
 def test_notebook_wall_times_come_from_the_committed_cell_timings():
     times = bench.notebook_wall_times()
     assert "07_transformer" in times and all(t >= 0 for t in times.values())
+
+
+def test_one_at_a_time_with_the_output_layer_on_the_newest_position_gives_the_same_tokens():
+    from nmt_lib.transformer import Transformer, TransformerConfig, greedy_decode_nocache
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(40, 12, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()
+    src, src_len, _ = batch()
+    kw = dict(bos_id=1, eos_id=2, max_len=9)
+    dense = model.decoder.dense
+    calls = []
+    dense.register_forward_hook(lambda m, inp, out: calls.append(inp[0].shape[1]))
+    assert bench.nocache_last_position(model, src, src_len, **kw).tokens == \
+        greedy_decode_nocache(model, src, src_len, **kw).tokens
+    assert model.decoder.dense is dense                         # the wrapper is taken off again
+    steps = len(calls) // 2
+    assert calls[:steps] == [1] * steps and calls[steps:] == list(range(1, steps + 1))

@@ -1,10 +1,12 @@
-"""nmt_lib.transformer: causality, padding invariance, fused/explicit paths, KV cache, beam search."""
+"""nmt_lib.transformer: causality, padding invariance, fused/explicit paths, KV cache, beam search,
+FastDropout."""
 import pytest
 import torch
+from torch import nn
 
 from nmt_lib.data import Vocab
 from nmt_lib.seq2seq import greedy_decode, translate
-from nmt_lib.transformer import (Transformer, TransformerConfig, beam_search, greedy_decode_nocache,
+from nmt_lib.transformer import (FastDropout, Transformer, TransformerConfig, beam_search, greedy_decode_nocache,
                                  sequence_scores)
 
 KW = dict(bos_id=1, eos_id=2)
@@ -65,6 +67,18 @@ def test_fused_and_explicit_paths_agree_and_weights_have_the_right_shapes():
     assert torch.all(maps["decoder_self"][0].triu(1) == 0)           # no weight on the future
 
 
+def test_token_logits_skip_padding_and_match_the_full_logits():
+    model = make().eval()
+    src, src_len, tgt = batch()
+    keep = tgt != 0
+    full = model(src, src_len, tgt)
+    assert torch.allclose(model.token_logits(src, src_len, tgt, keep), full[keep], atol=1e-6)
+    model.train()                                   # same dropout masks: same numbers in training mode too
+    torch.manual_seed(4); a = model.token_logits(src, src_len, tgt, keep)
+    torch.manual_seed(4); b = model(src, src_len, tgt)[keep]
+    assert a.shape == (int(keep.sum()), 30) and torch.allclose(a, b, atol=1e-6)
+
+
 def test_cache_holds_projected_keys_and_values_per_layer():
     model = make().eval()
     src, src_len, tgt = batch()
@@ -80,15 +94,42 @@ def test_cache_holds_projected_keys_and_values_per_layer():
     assert torch.allclose(k, k_ref, atol=1e-5)
 
 
+def uneven_model():
+    """An untrained model whose three test sentences end at three different steps (<eos> early)."""
+    src, src_len, _ = batch()
+    for seed in range(100):
+        torch.manual_seed(seed)
+        model = make(vocab=6).eval()
+        for bias in (0.0, 1.0, 2.0):
+            with torch.no_grad():
+                model.decoder.dense.bias[KW["eos_id"]] = bias
+            lengths = [len(t) for t in greedy_decode_nocache(model, src, src_len, max_len=12, **KW).tokens]
+            if len(set(lengths)) == 3 and max(lengths) > 2:
+                return model
+    raise AssertionError("no seed gave three different lengths")
+
+
 def test_cached_decoding_gives_exactly_the_tokens_of_full_recomputation():
-    for vocab in (30, 6):                                               # 6: <eos> comes early, lengths differ
-        model = make(vocab=vocab).eval()
+    for model in (make(vocab=30).eval(), uneven_model()):
         src, src_len, _ = batch()
         cached = greedy_decode(model, src, src_len, max_len=12, **KW)
         assert cached.tokens == greedy_decode_nocache(model, src, src_len, max_len=12, **KW).tokens
         singles = [greedy_decode(model, src[i:i + 1, :src_len[i]], src_len[i:i + 1], max_len=12, **KW).tokens[0]
                    for i in range(3)]
         assert cached.tokens == singles
+
+
+def test_greedy_decode_drops_finished_sentences_from_the_batch():
+    model = uneven_model()
+    src, src_len, _ = batch()
+    rows, step = [], model.step
+    model.step = lambda tokens, state, **kw: (rows.append(tokens.shape[0]), step(tokens, state, **kw))[1]
+    out = greedy_decode(model, src, src_len, max_len=12, **KW).tokens
+    ended = [len(t) < 12 for t in out]
+    assert sum(ended) >= 2 and rows[0] == 3
+    # step k (from 0) runs the sentences that have not produced <eos> in steps 0 .. k-1
+    assert rows == [sum(len(t) >= k or not e for t, e in zip(out, ended)) for k in range(len(rows))]
+    assert rows[-1] < 3
 
 
 def test_beam_size_one_is_greedy_and_beams_never_score_below_greedy():
@@ -134,3 +175,37 @@ def test_translate_with_beam_search_and_bad_configuration():
         beam_search(model, torch.tensor([[4, 2]]), torch.tensor([2]), beam_size=0, **KW)
     with pytest.raises(ValueError, match="max_len"):
         model(torch.tensor([[4, 2]]), torch.tensor([2]), torch.ones(1, 300, dtype=torch.long))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_fast_dropout_drops_at_rate_p_in_every_lane_and_keeps_the_mean(p):
+    drop = FastDropout(p)
+    out = drop(torch.ones(200_000))
+    kept = (out != 0).float()
+    rate = drop.drop_levels / FastDropout.LEVELS
+    assert abs(rate - p) <= 0.5 / FastDropout.LEVELS
+    # each of the four 16-bit lanes of a 64-bit draw (the top one included) drops at the rate
+    assert (kept.view(-1, 4).mean(0) - (1 - rate)).abs().max() < 0.01
+    assert abs(out.mean() - 1) < 0.01 and torch.allclose(out[out != 0], torch.tensor(1 / (1 - rate)))
+
+
+def test_fast_dropout_gradient_repeatability_and_edge_cases():
+    x = torch.randn(4, 7, 5, requires_grad=True)
+    drop = FastDropout(0.3)
+    torch.manual_seed(3); a = drop(x)
+    torch.manual_seed(3); b = drop(x)
+    assert torch.equal(a, b) and not torch.equal(a, drop(x))          # same seed, same mask
+    a.sum().backward()
+    assert torch.allclose(x.grad, a / x)                               # d out / d x is the scaled mask
+    assert drop.eval()(x) is x and FastDropout(0.0)(x) is x
+    assert torch.equal(FastDropout(1.0)(x), torch.zeros_like(x))
+    assert FastDropout(0.2)(torch.ones(0, 3)).shape == (0, 3)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            FastDropout(bad)
+
+
+def test_the_transformer_uses_fast_dropout_everywhere_outside_attention():
+    model = make()
+    assert not any(isinstance(m, nn.Dropout) for m in model.modules())
+    assert sum(isinstance(m, FastDropout) for m in model.modules()) == 2 + 2 * 3 + 2 * 4   # pos, enc, dec
