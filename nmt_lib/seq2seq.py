@@ -313,8 +313,8 @@ def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int
     rows = torch.arange(B, device=src.device)              # the sentence each batch row belongs to
     tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-    generated = [[] for _ in range(B)]                      # per sentence: ids, then (S,) weights
-    step_weights = [[] for _ in range(B)]
+    generated = [[] for _ in range(B)]                      # per sentence: the generated ids
+    step_weights = [[] for _ in range(B)]                   # per sentence: one (S,) row per step
     for _ in range(max_len):
         logits, state, weights = model.step(tokens, state, need_weights=need_weights)
         next_token = logits[:, -1].argmax(dim=-1)                            # (rows,)

@@ -10,7 +10,6 @@ import http.server
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
