@@ -206,7 +206,7 @@ class TransformerDecoder(nn.Module):
             new_kv.append(kv)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        x = self.norm(x) if keep is None else self.norm(x[keep])             # (B, T, D) or (N, D)
+        x = self.norm(x if keep is None else x[keep])                        # (B, T, D) or (N, D)
         logits = self.dense(x)                                               # (B, T, V) or (N, V)
         weights = {"decoder_self": self_ws, "cross": cross_ws} if need_weights else None
         return logits, TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T), weights
