@@ -12,15 +12,19 @@ absolute speeds drift from minute to minute while a ratio measured within one ro
 Contenders (training), all at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam,
 gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 training pairs:
   course   nmt_lib's Transformer (with its FastDropout), length-bucketed batches, the output
-           layer and masked_cross_entropy on real target tokens only (token_logits), the course's
-           optimizer (paper_adam: fused Adam), as chapter 9's fit trains;
+           layer and the loss together on real target tokens only (token_features and
+           linear_cross_entropy), the course's optimizer (paper_adam: fused Adam), as chapter 9's
+           fit trains;
   d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with valid-length
            masking, every batch padded to num_steps=20, the loss, loop and optimizer (torch.optim.Adam)
            of d2l's train_seq2seq;
   torch    torch.nn.Transformer with embeddings, sinusoidal positions and an output layer, fed the
            course's batches, with the course's loss on real tokens and the course's optimizer.
+The course and torch contenders see the same batches; the d2l-style one sees the same sentences,
+padded its own way.
 
-Decoding: 500 held-out sentences with the published checkpoint (runs/full.pt) when present:
+Decoding: 500 held-out sentences with the published checkpoint (runs/full.pt) when present; every
+round decodes all of them each way, one way after the other:
   batched_greedy   translate() in batches of 256 with the KV cache; finished sentences leave the batch;
   beam4            beam search, K = 4, same batches;
   one_at_a_time    one sentence per call, no cache: every step reruns the decoder and the output layer
@@ -50,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.data import NMTData, collate, load_fra_eng, split_pairs  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
-from nmt_lib.seq2seq import greedy_decode, masked_cross_entropy, translate  # noqa: E402
-from nmt_lib.training import paper_adam  # noqa: E402
+from nmt_lib.seq2seq import greedy_decode, translate  # noqa: E402
+from nmt_lib.training import linear_cross_entropy, paper_adam  # noqa: E402
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search, greedy_decode_nocache  # noqa: E402
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = 256, 8, 1024, 3, 0.1, 128, 50_000, 20
@@ -151,9 +155,13 @@ class TorchTransformer(nn.Module):
     def forward(self, src, src_len, tgt_in):
         return self.out(self.hidden(src, src_len, tgt_in))
 
+    def token_features(self, src, src_len, tgt_in, keep):
+        """The decoder's output (N, D) at the kept positions, as the course's models offer it."""
+        return self.hidden(src, src_len, tgt_in)[keep]
+
     def token_logits(self, src, src_len, tgt_in, keep):
-        """The output layer at the kept positions only, as the course's models offer it: (N, V)."""
-        return self.out(self.hidden(src, src_len, tgt_in)[keep])
+        """The output layer at the kept positions only: (N, V)."""
+        return self.out(self.token_features(src, src_len, tgt_in, keep))
 
 
 def non_embedding_parameters(model) -> int:
@@ -190,12 +198,18 @@ class Contender:
         return rate
 
 
+def output_layer(model) -> nn.Linear:
+    return model.decoder.dense if isinstance(model, Transformer) else model.out
+
+
 def course_step(pad, dataset, c, items):
-    """One update as chapter 9's `fit` makes it: logits and loss at the real target tokens only."""
+    """One update as chapter 9's `fit` makes it: the output layer and the loss together, at the real
+    target tokens only; the loss is the mean over those tokens."""
     b = collate([dataset[i] for i in items], **pad)
     keep = b.tgt_out != pad["pad_id"]
-    loss, n = masked_cross_entropy(c.model.token_logits(b.src, b.src_len, b.tgt_in, keep), b.tgt_out[keep],
-                                   pad["pad_id"])
+    n = int(keep.sum())
+    loss = linear_cross_entropy(c.model.token_features(b.src, b.src_len, b.tgt_in, keep), output_layer(c.model),
+                                b.tgt_out[keep]) / n
     c.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(c.model.parameters(), 1.0)
@@ -218,6 +232,23 @@ def median_ratio(a, b):
     return statistics.median(x / y for x, y in zip(a, b))
 
 
+def round_batches(batches, dataset, rounds: int, steps: int) -> list:
+    """`rounds` disjoint lists of `steps` batches, each with the sentence-length mix of the whole epoch.
+
+    The d2l-style model pads every batch to num_steps, so its time per batch is fixed while the course's
+    follows the batch's length: a round of short sentences favours the course, one of long sentences
+    the baseline. So the batches are sorted by target length, rounds x steps of them are taken at even
+    spacing (the epoch's length distribution), and dealt out in turn, every round short to long.
+    """
+    need = rounds * steps
+    if need > len(batches):
+        raise SystemExit(f"--rounds x --steps needs {need} batches, the data has {len(batches)}")
+    length = lambda b: sum(len(dataset.tgt[i]) for i in b) / len(b)
+    ordered = sorted(batches, key=length)
+    picked = [ordered[int((k + 0.5) * len(ordered) / need)] for k in range(need)]
+    return [picked[r::rounds] for r in range(rounds)]
+
+
 def bench_training(args, report):
     pairs = split_pairs(load_fra_eng()).train[:PAIRS]
     data = NMTData(pairs, valid_frac=0.0, test_frac=0.0, min_freq=2)
@@ -238,15 +269,12 @@ def bench_training(args, report):
                             torch.optim.Adam(d2l_model.parameters(), lr=LR)),          # as train_seq2seq does
                   Contender("torch", torch_model, partial(course_step, pad, dataset),
                             paper_adam(torch_model.parameters(), LR))]
-    need = args.rounds * args.steps + 2
-    if need > len(batches):
-        raise SystemExit(f"--rounds x --steps needs {need} batches, the data has {len(batches)}")
+    rounds = round_batches(batches, dataset, args.rounds, args.steps)
     for c in contenders:                                        # warm-up, untimed
         c.run(batches[:2])
         c.rates.clear()
     peaks = [matmul_peak()]
-    for r in range(args.rounds):
-        chunk = batches[2 + r * args.steps: 2 + (r + 1) * args.steps]
+    for r, chunk in enumerate(rounds):
         order = contenders if r % 2 == 0 else contenders[::-1]  # alternate who goes first
         for c in order:
             c.run(chunk)
@@ -317,7 +345,6 @@ def bench_decoding(args, report):
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
     vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80)
     rounds = args.decode_rounds
-    per_round = max(1, len(sentences) // rounds)
     rates = {"batched_greedy": [], "beam4": [], "one_at_a_time": [], "one_at_a_time_last_position": []}
 
     def timed(fn):
@@ -327,17 +354,16 @@ def bench_decoding(args, report):
 
     translate(model, sentences[:8], **vocab)                       # warm-up
     for r in range(rounds):
-        subset = sentences[r * per_round:(r + 1) * per_round]      # the slow path gets a different share each round
         single = timed(lambda: [translate(model, [s], **vocab, batch_size=1, search=greedy_decode_nocache)
-                                for s in subset])
-        rates["one_at_a_time"].append(len(subset) / single)
+                                for s in sentences])
+        rates["one_at_a_time"].append(len(sentences) / single)
         rates["batched_greedy"].append(len(sentences) / timed(lambda: translate(model, sentences, **vocab,
                                                                                  batch_size=DECODE_BATCH)))
         rates["beam4"].append(len(sentences) / timed(lambda: translate(
             model, sentences, **vocab, batch_size=DECODE_BATCH, search=partial(beam_search, beam_size=4))))
         last = timed(lambda: [translate(model, [s], **vocab, batch_size=1, search=nocache_last_position)
-                              for s in subset])
-        rates["one_at_a_time_last_position"].append(len(subset) / last)
+                              for s in sentences])
+        rates["one_at_a_time_last_position"].append(len(sentences) / last)
         report(f"decoding round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:,.1f}" for k, v in rates.items())
                + " sentences/s")
     return {"model": source, "sentences": len(sentences), "batch_size": DECODE_BATCH,
@@ -377,7 +403,7 @@ def nbval_quick_wall() -> float:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="training rounds (5)")
-    parser.add_argument("--steps", type=int, default=8, help="batches per contender per round (8)")
+    parser.add_argument("--steps", type=int, default=16, help="batches per contender per round (16)")
     parser.add_argument("--decode-sentences", type=int, default=500, help="held-out sentences to decode (500)")
     parser.add_argument("--decode-rounds", type=int, default=5, help="decoding rounds (5)")
     parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "full.pt"),

@@ -21,7 +21,7 @@ from torch import nn
 
 from nmt_lib.data import ODD_SPACES, PUNCTUATION, NMTData, Vocab, _sha1, fra_eng_path, preprocess, read_pairs
 from nmt_lib.seq2seq import (TrainingDiverged, _notebook_display, evaluate_bleu, evaluate_loss, greedy_decode,
-                             masked_cross_entropy, num_parameters, translate)
+                             num_parameters, translate)
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search
 
 
@@ -48,6 +48,84 @@ def smoothed_targets(targets: torch.Tensor, vocab_size: int, epsilon: float) -> 
     dist = torch.full((targets.shape[0], vocab_size), epsilon / vocab_size)
     dist.scatter_(1, targets.unsqueeze(1), 1 - epsilon + epsilon / vocab_size)
     return dist
+
+
+def _linear_cross_entropy_slices(hidden, weight, bias, targets, epsilon: float, rows: int, with_grads: bool):
+    """Summed cross-entropy of hidden @ weight.T + bias, `rows` rows at a time; with the gradients
+    of hidden, weight and bias (for a gradient of 1 on the sum) when `with_grads`."""
+    N, V = hidden.shape[0], weight.shape[0]
+    total = hidden.new_zeros(())
+    if with_grads:
+        grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight)
+        grad_bias = None if bias is None else torch.zeros_like(bias)
+    if epsilon:
+        weight_sum, bias_sum = weight.sum(0), 0.0 if bias is None else bias.sum()
+    buffer = hidden.new_empty(min(rows, N), V)
+    for start in range(0, N, rows):
+        h, t = hidden[start:start + rows], targets[start:start + rows]
+        z = buffer[:len(t)]
+        if bias is None:
+            torch.mm(h, weight.t(), out=z)
+        else:
+            torch.addmm(bias, h, weight.t(), out=z)                         # logits of the slice (R, V)
+        z_target = z.gather(1, t.unsqueeze(1)).squeeze(1)
+        z_max = z.amax(1, keepdim=True)
+        z.sub_(z_max).exp_()                                                 # exp(z - max), in place
+        z_sum = z.sum(1, keepdim=True)
+        loss = (z_max + z_sum.log()).squeeze(1) - (1 - epsilon) * z_target  # logsumexp - target logit
+        if epsilon:
+            loss = loss - epsilon / V * (h @ weight_sum + bias_sum)          # minus eps times the mean logit
+        total += loss.sum()
+        if with_grads:
+            z.div_(z_sum)                                                    # softmax
+            z[torch.arange(len(t)), t] -= 1 - epsilon                        # minus the target distribution
+            if epsilon:
+                z.sub_(epsilon / V)
+            torch.mm(z, weight, out=grad_hidden[start:start + len(t)])
+            grad_weight.addmm_(z.t(), h)
+            if grad_bias is not None:
+                grad_bias += z.sum(0)
+    return total, (grad_hidden, grad_weight, grad_bias) if with_grads else None
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, epsilon, rows):
+        total, grads = _linear_cross_entropy_slices(hidden, weight, bias, targets, epsilon, rows, True)
+        ctx.save_for_backward(*grads)
+        return total
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_total):
+        scaled = [None if g is None else g * grad_total for g in ctx.saved_tensors]
+        return *scaled, None, None, None
+
+
+def linear_cross_entropy(hidden, linear: nn.Linear, targets, *, label_smoothing: float = 0.0,
+                         rows: int = 256) -> torch.Tensor:
+    """Summed cross-entropy of `linear(hidden)` (N, V) against `targets` (N,), a slice of rows at a time.
+
+    Equals F.cross_entropy(linear(hidden), targets, reduction="sum", label_smoothing=...) in value
+    and gradients, without ever holding an (N, V) matrix: the forward pass computes the gradients
+    `rows` rows at a time and the backward pass scales them. Targets must be real ids in [0, V).
+    """
+    V = linear.out_features
+    if hidden.dim() != 2 or hidden.shape[1] != linear.in_features:
+        raise ValueError(f"hidden must be (N, {linear.in_features}), got {tuple(hidden.shape)}")
+    if targets.shape != hidden.shape[:1] or targets.dtype != torch.long:
+        raise ValueError(f"targets must be a long tensor of shape ({hidden.shape[0]},), got "
+                         f"{targets.dtype} {tuple(targets.shape)}")
+    if len(targets) and not 0 <= int(targets.min()) <= int(targets.max()) < V:
+        raise ValueError(f"targets must be ids in [0, {V}), got {int(targets.min())} .. {int(targets.max())}")
+    if not 0 <= label_smoothing < 1:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+    if rows < 1:
+        raise ValueError(f"rows must be at least 1, got {rows}")
+    params = (hidden, linear.weight, linear.bias)
+    if torch.is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
+        return _LinearCrossEntropy.apply(*params, targets, label_smoothing, rows)
+    return _linear_cross_entropy_slices(*params, targets, label_smoothing, rows, False)[0]
 
 
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/1"
@@ -300,14 +378,15 @@ def fit(model: Transformer, data: NMTData, settings: TrainSettings, *, optimizer
         for index in range(progress["batch"], len(batches)):
             batch = collate([dataset[i] for i in batches[index]])
             keep = batch.tgt_out != data.tgt_vocab.pad_id           # logits and loss on real tokens only
-            loss, n = masked_cross_entropy(model.token_logits(batch.src, batch.src_len, batch.tgt_in, keep),
-                                           batch.tgt_out[keep], data.tgt_vocab.pad_id,
-                                           label_smoothing=settings.label_smoothing)
+            n = int(keep.sum())
+            loss = linear_cross_entropy(model.token_features(batch.src, batch.src_len, batch.tgt_in, keep),
+                                        model.decoder.dense, batch.tgt_out[keep],
+                                        label_smoothing=settings.label_smoothing)   # summed over the n tokens
             if not torch.isfinite(loss):
                 raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; lower "
                                        f"lr_factor or raise warmup. The last checkpoint is unaffected.")
-            (loss * n).backward()
-            acc_loss, acc_tokens = acc_loss + loss.item() * n, acc_tokens + n
+            loss.backward()
+            acc_loss, acc_tokens = acc_loss + loss.item(), acc_tokens + n
             if acc_tokens < settings.tokens_per_update and index + 1 < len(batches):
                 continue
             for p in params:                          # sum over tokens -> mean over the update's tokens

@@ -196,6 +196,11 @@ class TransformerDecoder(nn.Module):
     def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False, keep=None):
         """(logits (B, T, V), new state, weights); with `keep` (B, T) boolean, logits (N, V) of the
         N kept positions only (training skips the padding)."""
+        x, state, weights = self.features(tgt_in, state, need_weights=need_weights, keep=keep)
+        return self.dense(x), state, weights
+
+    def features(self, tgt_in, state: TransformerState, *, need_weights: bool = False, keep=None):
+        """Like `forward`, but returns what the output layer `dense` reads: (B, T, D) or (N, D)."""
         T, pos = tgt_in.shape[1], state.pos
         x = self.pos(self.embedding(tgt_in) * math.sqrt(self.cfg.d_model), offset=pos)   # (B, T, D)
         # Query j sits at position pos + j and may see keys 0 .. pos + j; one new token sees all.
@@ -207,9 +212,8 @@ class TransformerDecoder(nn.Module):
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         x = self.norm(x if keep is None else x[keep])                        # (B, T, D) or (N, D)
-        logits = self.dense(x)                                               # (B, T, V) or (N, V)
         weights = {"decoder_self": self_ws, "cross": cross_ws} if need_weights else None
-        return logits, TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T), weights
+        return x, TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T), weights
 
     @staticmethod
     def reorder_state(state: TransformerState, index) -> TransformerState:
@@ -233,7 +237,11 @@ class Transformer(EncoderDecoder):
 
     def token_logits(self, src, src_len, tgt_in, keep):
         """Teacher-forced logits (N, V) of the N positions where `keep` (B, T) is True."""
-        return self.decoder(tgt_in, self.encode(src, src_len), keep=keep)[0]
+        return self.decoder.dense(self.token_features(src, src_len, tgt_in, keep))
+
+    def token_features(self, src, src_len, tgt_in, keep):
+        """The decoder's output (N, D) at those positions: the input of the output layer."""
+        return self.decoder.features(tgt_in, self.encode(src, src_len), keep=keep)[0]
 
     @torch.no_grad()
     def attention_maps(self, src, src_len, tgt_in) -> dict:

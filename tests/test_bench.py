@@ -82,3 +82,18 @@ def test_one_at_a_time_with_the_output_layer_on_the_newest_position_gives_the_sa
     assert model.decoder.dense is dense                         # the wrapper is taken off again
     steps = len(calls) // 2
     assert calls[:steps] == [1] * steps and calls[steps:] == list(range(1, steps + 1))
+
+
+def test_course_step_loss_is_the_mean_cross_entropy_over_real_tokens_for_both_models():
+    from nmt_lib.seq2seq import masked_cross_entropy
+    from nmt_lib.transformer import Transformer, TransformerConfig
+    src, src_len, tgt = batch()
+    tgt[1, 4:] = 0
+    keep = tgt != 0
+    for model in (bench.TorchTransformer(40, 50).eval(),
+                  Transformer(TransformerConfig(40, 50, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()):
+        fused = bench.linear_cross_entropy(model.token_features(src, src_len, tgt, keep), bench.output_layer(model),
+                                           tgt[keep]) / int(keep.sum())
+        expected, n = masked_cross_entropy(model(src, src_len, tgt), tgt, 0)
+        assert n == int(keep.sum())
+        torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-6)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from nmt_lib import training
 from nmt_lib.training import (CheckpointError, ParallelCorpus, TrainSettings, detokenize, fit, french_spacing,
-                              load_checkpoint, noam_lr, save_checkpoint, smoothed_targets)
+                              linear_cross_entropy, load_checkpoint, noam_lr, save_checkpoint, smoothed_targets)
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +76,69 @@ def test_smoothed_targets_sum_to_one_and_match_pytorch_label_smoothing(eps):
     torch.testing.assert_close(explicit, F.cross_entropy(logits, targets, label_smoothing=eps))
     with pytest.raises(ValueError):
         smoothed_targets(targets, 11, 1.0)
+
+
+def _loss_and_grads(loss_of, hidden, layer, scale):
+    hidden.grad = None
+    layer.zero_grad(set_to_none=True)
+    loss = loss_of()
+    (loss * scale).backward()
+    return [loss.detach(), hidden.grad, layer.weight.grad, None if layer.bias is None else layer.bias.grad]
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("rows", [1, 7, 64, 1000])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_cross_entropy_equals_pytorch_in_value_and_gradients(eps, rows, bias):
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(12, 37, bias=bias)
+    hidden = (3 * torch.randn(70, 12)).requires_grad_()          # 70 rows: slices do not divide it evenly
+    targets = torch.randint(0, 37, (70,))
+    scale = 0.37                                                 # any gradient from above is passed on
+    expected = _loss_and_grads(lambda: F.cross_entropy(layer(hidden), targets, reduction="sum",
+                                                       label_smoothing=eps), hidden, layer, scale)
+    ours = _loss_and_grads(lambda: linear_cross_entropy(hidden, layer, targets, label_smoothing=eps, rows=rows),
+                           hidden, layer, scale)
+    for a, b in zip(ours, expected):
+        if b is None:
+            assert a is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autograd():
+    torch.manual_seed(1)
+    layer = torch.nn.Linear(5, 9).double()
+    hidden = torch.randn(11, 5, dtype=torch.double, requires_grad=True)
+    targets = torch.randint(0, 9, (11,))
+    assert torch.autograd.gradcheck(lambda h, w, b: training._LinearCrossEntropy.apply(h, w, b, targets, 0.1, 4),
+                                    (hidden, layer.weight, layer.bias))
+    with torch.no_grad():
+        value = linear_cross_entropy(hidden, layer, targets, label_smoothing=0.1, rows=4)
+    assert value.grad_fn is None
+    torch.testing.assert_close(value, F.cross_entropy(layer(hidden), targets, reduction="sum",
+                                                      label_smoothing=0.1).detach())
+    empty = linear_cross_entropy(hidden[:0], layer, targets[:0])
+    empty.backward()
+    assert empty.item() == 0.0 and not layer.weight.grad.any()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden=torch.zeros(4, 6)), "hidden must be"),
+    (dict(hidden=torch.zeros(4)), "hidden must be"),
+    (dict(targets=torch.zeros(3, dtype=torch.long)), "targets must be a long tensor"),
+    (dict(targets=torch.zeros(4)), "targets must be a long tensor"),
+    (dict(targets=torch.tensor([0, 1, 2, 9])), r"ids in \[0, 9\)"),
+    (dict(targets=torch.tensor([0, -1, 2, 3])), r"ids in \[0, 9\)"),
+    (dict(label_smoothing=1.0), "label_smoothing"),
+    (dict(rows=0), "rows must be"),
+])
+def test_linear_cross_entropy_rejects_bad_input_clearly(change, message):
+    args = dict(hidden=torch.zeros(4, 5), targets=torch.tensor([0, 1, 2, 8]), label_smoothing=0.0, rows=2)
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        linear_cross_entropy(args["hidden"], torch.nn.Linear(5, 9), args["targets"],
+                             label_smoothing=args["label_smoothing"], rows=args["rows"])
 
 
 def test_train_settings_reject_bad_values():

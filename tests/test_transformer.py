@@ -77,6 +77,9 @@ def test_token_logits_skip_padding_and_match_the_full_logits():
     torch.manual_seed(4); a = model.token_logits(src, src_len, tgt, keep)
     torch.manual_seed(4); b = model(src, src_len, tgt)[keep]
     assert a.shape == (int(keep.sum()), 30) and torch.allclose(a, b, atol=1e-6)
+    features = model.eval().token_features(src, src_len, tgt, keep)
+    assert features.shape == (int(keep.sum()), model.cfg.d_model)
+    assert torch.allclose(model.decoder.dense(features), full[keep], atol=1e-6)
 
 
 def test_cache_holds_projected_keys_and_values_per_layer():
