@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the course trains and decodes, against a d2l-style baseline and torch.nn.Transformer.
 
-    python bench/bench.py                      # the full benchmark (about 10 minutes on 2 CPU cores)
+    python bench/bench.py                      # the full benchmark (about 7 minutes on 2 CPU cores)
     python bench/bench.py --rounds 2 --steps 2 --decode-sentences 40 --skip-nbval   # a smoke run
 
 Each comparison runs its contenders alternately, in this one process, on the same batches, for
@@ -238,7 +238,8 @@ def round_batches(batches, dataset, rounds: int, steps: int) -> list:
     The d2l-style model pads every batch to num_steps, so its time per batch is fixed while the course's
     follows the batch's length: a round of short sentences favours the course, one of long sentences
     the baseline. So the batches are sorted by target length, rounds x steps of them are taken at even
-    spacing (the epoch's length distribution), and dealt out in turn, every round short to long.
+    spacing (the epoch's length distribution), and dealt out like cards, forwards then backwards, so
+    that every round runs from short to long with about the same total length.
     """
     need = rounds * steps
     if need > len(batches):
@@ -246,7 +247,11 @@ def round_batches(batches, dataset, rounds: int, steps: int) -> list:
     length = lambda b: sum(len(dataset.tgt[i]) for i in b) / len(b)
     ordered = sorted(batches, key=length)
     picked = [ordered[int((k + 0.5) * len(ordered) / need)] for k in range(need)]
-    return [picked[r::rounds] for r in range(rounds)]
+    dealt = [[] for _ in range(rounds)]
+    for k, batch in enumerate(picked):
+        turn, r = divmod(k, rounds)
+        dealt[r if turn % 2 == 0 else rounds - 1 - r].append(batch)
+    return dealt
 
 
 def bench_training(args, report):

@@ -138,14 +138,19 @@ ODD_SPACES = {"\u202f": " ", "\u00a0": " ", "\u2009": " ",   # narrow no-break, 
 PUNCTUATION = ",.!?"
 
 
+def plain_spaces(text: str) -> str:
+    """Odd spaces become plain ones; zero-width characters go."""
+    for odd, plain in ODD_SPACES.items():
+        text = text.replace(odd, plain)
+    return text
+
+
 def preprocess(text: str) -> str:
     """Unify spaces, lowercase, and put a space before `, . ! ?` unless one is already there.
 
     Works on a sentence or on a whole file (tabs and newlines are left alone).
     """
-    for odd, plain in ODD_SPACES.items():
-        text = text.replace(odd, plain)
-    text = text.lower()
+    text = plain_spaces(text).lower()
     out = text
     for mark in PUNCTUATION:
         out = out.replace(mark, " " + mark).replace("  " + mark, " " + mark)

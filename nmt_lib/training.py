@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt_lib.data import ODD_SPACES, PUNCTUATION, NMTData, Vocab, _sha1, fra_eng_path, preprocess, read_pairs
+from nmt_lib.data import (ODD_SPACES, PUNCTUATION, NMTData, Vocab, _sha1, fra_eng_path, plain_spaces, preprocess,
+                          read_pairs)
 from nmt_lib.seq2seq import (TrainingDiverged, _notebook_display, evaluate_bleu, evaluate_loss, greedy_decode,
                              num_parameters, translate)
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search
@@ -259,9 +260,7 @@ def resolve_corpus(path=None) -> Path:
 
 
 def unify_spaces(text: str) -> str:
-    for odd, plain in ODD_SPACES.items():
-        text = text.replace(odd, plain)
-    return " ".join(text.split())
+    return " ".join(plain_spaces(text).split())
 
 
 class ParallelCorpus(NMTData):

@@ -38,13 +38,19 @@ def test_baselines_are_causal_and_give_logits_over_the_target_vocabulary(build):
     assert not torch.allclose(a[:, 4], b[:, 4])
 
 
-def test_token_logits_are_the_full_logits_at_the_kept_positions():
+def padded_batch_and_both_models():
+    """A batch whose second target ends in padding, and the course's and torch's models in eval mode."""
     from nmt_lib.transformer import Transformer, TransformerConfig
     src, src_len, tgt = batch()
     tgt[1, 4:] = 0
-    keep = tgt != 0
-    for model in (bench.TorchTransformer(40, 50).eval(),
-                  Transformer(TransformerConfig(40, 50, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()):
+    models = (bench.TorchTransformer(40, 50).eval(),
+              Transformer(TransformerConfig(40, 50, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval())
+    return (src, src_len, tgt, tgt != 0), models
+
+
+def test_token_logits_are_the_full_logits_at_the_kept_positions():
+    (src, src_len, tgt, keep), models = padded_batch_and_both_models()
+    for model in models:
         full = model(src, src_len, tgt)
         assert torch.allclose(model.token_logits(src, src_len, tgt, keep), full[keep], atol=1e-5)
         assert model.token_logits(src, src_len, tgt, keep).shape == (int(keep.sum()), 50)
@@ -86,14 +92,24 @@ def test_one_at_a_time_with_the_output_layer_on_the_newest_position_gives_the_sa
 
 def test_course_step_loss_is_the_mean_cross_entropy_over_real_tokens_for_both_models():
     from nmt_lib.seq2seq import masked_cross_entropy
-    from nmt_lib.transformer import Transformer, TransformerConfig
-    src, src_len, tgt = batch()
-    tgt[1, 4:] = 0
-    keep = tgt != 0
-    for model in (bench.TorchTransformer(40, 50).eval(),
-                  Transformer(TransformerConfig(40, 50, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()):
+    (src, src_len, tgt, keep), models = padded_batch_and_both_models()
+    for model in models:
         fused = bench.linear_cross_entropy(model.token_features(src, src_len, tgt, keep), bench.output_layer(model),
                                            tgt[keep]) / int(keep.sum())
         expected, n = masked_cross_entropy(model(src, src_len, tgt), tgt, 0)
         assert n == int(keep.sum())
         torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_rounds_are_disjoint_and_share_the_epochs_length_mix():
+    from types import SimpleNamespace
+    dataset = SimpleNamespace(tgt=[[0] * n for n in range(1, 41)])          # sentence i has i + 1 tokens
+    batches = [[i] for i in range(40)][::-1]                                 # one sentence per batch, any order
+    rounds = bench.round_batches(batches, dataset, rounds=4, steps=5)
+    flat = [b[0] for r in rounds for b in r]
+    assert len(rounds) == 4 and all(len(r) == 5 for r in rounds) and len(set(flat)) == 20
+    lengths = [sorted(len(dataset.tgt[b[0]]) for b in r) for r in rounds]
+    assert all(ls[0] <= 8 and ls[-1] >= 33 for ls in lengths)              # every round runs short to long
+    assert max(sum(ls) for ls in lengths) - min(sum(ls) for ls in lengths) <= 8
+    with pytest.raises(SystemExit, match="needs 41 batches"):
+        bench.round_batches(batches, dataset, rounds=41, steps=1)

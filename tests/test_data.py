@@ -33,6 +33,7 @@ def test_preprocess_matches_d2l_on_tricky_text():
 def test_preprocess_removes_odd_spaces_that_d2l_keeps():
     assert D.tokenize(D.preprocess("Recule\u2009!")) == ["recule", "!"]
     assert D.tokenize(D.preprocess("sof\u00adt zero\u200bwidth.")) == ["soft", "zerowidth", "."]
+    assert D.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK") == "Cours ! Va ! soft\tOK"   # no other change
 
 
 # ---------------------------------------------------------------- reading files
