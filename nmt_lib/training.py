@@ -79,7 +79,7 @@ def _linear_cross_entropy_slices(hidden, weight, bias, targets, epsilon: float, 
         total += loss.sum()
         if with_grads:
             z.div_(z_sum)                                                    # softmax
-            z[torch.arange(len(t)), t] -= 1 - epsilon                        # minus the target distribution
+            z[torch.arange(len(t), device=z.device), t] -= 1 - epsilon      # minus the target distribution
             if epsilon:
                 z.sub_(epsilon / V)
             torch.mm(z, weight, out=grad_hidden[start:start + len(t)])
