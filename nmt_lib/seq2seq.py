@@ -196,13 +196,29 @@ def _notebook_display():
     return sys.modules.get("IPython.display")
 
 
+class _StderrBar:
+    """`epoch e/E [####......] details` on one line of stderr, redrawn at most twice a second."""
+
+    def __init__(self):
+        self.last = 0.0
+
+    def draw(self, epoch, epochs, done, total, details, *, final: bool = False):
+        now = time.perf_counter()
+        if now - self.last < 0.5 and not final:
+            return
+        self.last = now
+        filled = int(20 * done / max(total, 1))
+        sys.stderr.write(f"\repoch {epoch}/{epochs} [{'#' * filled}{'.' * (20 - filled)}] {details}   ")
+        sys.stderr.flush()
+
+
 class _Report:
     """Live loss plot in a notebook; a progress bar on stderr elsewhere; or nothing."""
 
     def __init__(self, mode: str, epochs: int, title: str):
         display = _notebook_display() if mode in ("auto", "plot") else None
         self.mode = "plot" if display is not None else ("bar" if mode in ("auto", "bar") else "none")
-        self.epochs, self.title, self.last = epochs, title, 0.0
+        self.epochs, self.title, self.bar = epochs, title, _StderrBar()
         if self.mode == "plot":
             import matplotlib.pyplot as plt
             self.plt = plt
@@ -210,14 +226,9 @@ class _Report:
             self.handle = display.display(self.fig, display_id=True)
 
     def step(self, epoch, done, total, loss, tok_per_sec):
-        now = time.perf_counter()
-        if self.mode != "bar" or (now - self.last < 0.5 and done < total):
-            return
-        self.last = now
-        filled = int(20 * done / max(total, 1))
-        sys.stderr.write(f"\repoch {epoch}/{self.epochs} [{'#' * filled}{'.' * (20 - filled)}] "
-                         f"{done}/{total} loss {loss:.3f} {tok_per_sec:,.0f} tok/s   ")
-        sys.stderr.flush()
+        if self.mode == "bar":
+            self.bar.draw(epoch, self.epochs, done, total, f"{done}/{total} loss {loss:.3f} {tok_per_sec:,.0f} tok/s",
+                          final=done >= total)
 
     def epoch_end(self, history: History):
         e, tl, vl, tps = history.epoch[-1], history.train_loss[-1], history.valid_loss[-1], history.tokens_per_sec[-1]

@@ -21,8 +21,8 @@ from torch import nn
 
 from nmt_lib.data import (ODD_SPACES, PUNCTUATION, NMTData, Vocab, _sha1, fra_eng_path, plain_spaces, preprocess,
                           read_pairs)
-from nmt_lib.seq2seq import (TrainingDiverged, _notebook_display, evaluate_bleu, evaluate_loss, greedy_decode,
-                             num_parameters, translate)
+from nmt_lib.seq2seq import (TrainingDiverged, _notebook_display, _StderrBar, evaluate_bleu, evaluate_loss,
+                             greedy_decode, num_parameters, translate)
 from nmt_lib.transformer import Transformer, TransformerConfig, beam_search
 
 
@@ -315,17 +315,12 @@ class _Progress:
             mode = "bar" if sys.stderr.isatty() and _notebook_display() is None else "lines"
         if mode not in ("bar", "lines", "none"):
             raise ValueError(f"progress must be auto, bar, lines or none, got {mode!r}")
-        self.mode, self.settings, self.total, self.last = mode, settings, total_batches, 0.0
+        self.mode, self.settings, self.total, self.bar = mode, settings, total_batches, _StderrBar()
 
     def update(self, progress, loss, lr, tok_per_sec):
-        now = time.perf_counter()
-        if self.mode != "bar" or now - self.last < 0.5:
-            return
-        self.last = now
-        done = int(20 * progress["batch"] / max(self.total, 1))
-        sys.stderr.write(f"\repoch {progress['epoch']}/{self.settings.epochs} [{'#' * done}{'.' * (20 - done)}] "
-                         f"step {progress['step']:,} loss {loss:.3f} lr {lr:.2e} {tok_per_sec:,.0f} tok/s   ")
-        sys.stderr.flush()
+        if self.mode == "bar":
+            self.bar.draw(progress["epoch"], self.settings.epochs, progress["batch"], self.total,
+                          f"step {progress['step']:,} loss {loss:.3f} lr {lr:.2e} {tok_per_sec:,.0f} tok/s")
 
     def message(self, text):
         if self.mode != "none":

@@ -170,3 +170,14 @@ def test_training_stops_clearly_on_nan_and_reports_progress(capsys):
         train(m, loader, epochs=2, progress="none")
     with pytest.raises(ValueError, match="epochs"):
         train(m, loader, epochs=0)
+
+
+def test_stderr_bar_redraws_at_most_twice_a_second_but_always_at_the_end(capsys):
+    from nmt_lib.seq2seq import _StderrBar
+    bar = _StderrBar()
+    bar.draw(1, 3, 5, 20, "first")
+    bar.draw(1, 3, 6, 20, "too soon")
+    bar.draw(1, 3, 20, 20, "last", final=True)
+    err = capsys.readouterr().err
+    assert "\repoch 1/3 [#####...............] first" in err and "too soon" not in err
+    assert "[####################] last" in err

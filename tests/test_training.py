@@ -340,3 +340,14 @@ def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, ca
 def test_python_dash_m_entry_point_reports_usage_errors():
     out = cli("translate", "--beam", "2")
     assert out.returncode == 2 and out.stderr.startswith("usage: python -m nmt_lib translate")
+
+
+def test_fit_draws_a_bar_with_step_and_rate_or_prints_epoch_lines(de_corpus, capsys):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    settings = TrainSettings(epochs=1, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
+    fit(tiny_model(corpus), corpus, settings, report="bar")
+    err = capsys.readouterr().err
+    assert "\repoch 1/1 [" in err and " lr " in err and "tok/s" in err and "epoch 1/1: step" in err
+    fit(tiny_model(corpus), corpus, settings, report="lines")
+    err = capsys.readouterr().err
+    assert "[" not in err and "epoch 1/1: step" in err
