@@ -193,14 +193,14 @@ class TransformerDecoder(nn.Module):
         cross_kv = [block.cross_attn.project_kv(memory, memory) for block in self.blocks]
         return TransformerState(cross_kv, src_mask, [None] * len(self.blocks), 0)
 
-    def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False, keep=None):
-        """(logits (B, T, V), new state, weights); with `keep` (B, T) boolean, logits (N, V) of the
-        N kept positions only (training skips the padding)."""
-        x, state, weights = self.features(tgt_in, state, need_weights=need_weights, keep=keep)
+    def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False):
+        """(logits (B, T, V), new state, weights)."""
+        x, state, weights = self.features(tgt_in, state, need_weights=need_weights)
         return self.dense(x), state, weights
 
     def features(self, tgt_in, state: TransformerState, *, need_weights: bool = False, keep=None):
-        """Like `forward`, but returns what the output layer `dense` reads: (B, T, D) or (N, D)."""
+        """Like `forward`, but returns what the output layer `dense` reads: (B, T, D), or with `keep`
+        (B, T) boolean only the N kept positions, (N, D) (training skips the padding)."""
         T, pos = tgt_in.shape[1], state.pos
         x = self.pos(self.embedding(tgt_in) * math.sqrt(self.cfg.d_model), offset=pos)   # (B, T, D)
         # Query j sits at position pos + j and may see keys 0 .. pos + j; one new token sees all.
