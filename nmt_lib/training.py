@@ -61,31 +61,33 @@ def _linear_cross_entropy_slices(hidden, weight, bias, targets, epsilon: float, 
         grad_bias = None if bias is None else torch.zeros_like(bias)
     if epsilon:
         weight_sum, bias_sum = weight.sum(0), 0.0 if bias is None else bias.sum()
-    buffer = hidden.new_empty(min(rows, N), V)
+    buffer = hidden.new_empty(V * min(rows, N))
     for start in range(0, N, rows):
         h, t = hidden[start:start + rows], targets[start:start + rows]
-        z = buffer[:len(t)]
+        R = len(t)
+        z = buffer[:V * R].view(V, R)                       # the slice's logits, transposed: (V, R)
         if bias is None:
-            torch.mm(h, weight.t(), out=z)
+            torch.mm(weight, h.t(), out=z)
         else:
-            torch.addmm(bias, h, weight.t(), out=z)                         # logits of the slice (R, V)
-        z_target = z.gather(1, t.unsqueeze(1)).squeeze(1)
-        z_max = z.amax(1, keepdim=True)
+            torch.addmm(bias.unsqueeze(1), weight, h.t(), out=z)
+        cols = torch.arange(R, device=z.device)
+        z_target = z[t, cols]                                                # (R,)
+        z_max = z.amax(0)
         z.sub_(z_max).exp_()                                                 # exp(z - max), in place
-        z_sum = z.sum(1, keepdim=True)
-        loss = (z_max + z_sum.log()).squeeze(1) - (1 - epsilon) * z_target  # logsumexp - target logit
+        z_sum = z.sum(0)
+        loss = z_max + z_sum.log() - (1 - epsilon) * z_target                # logsumexp - target logit
         if epsilon:
             loss = loss - epsilon / V * (h @ weight_sum + bias_sum)          # minus eps times the mean logit
         total += loss.sum()
         if with_grads:
-            z.div_(z_sum)                                                    # softmax
-            z[torch.arange(len(t), device=z.device), t] -= 1 - epsilon      # minus the target distribution
+            z.div_(z_sum)                                                    # softmax, column by column
+            z[t, cols] -= 1 - epsilon                                        # minus the target distribution
             if epsilon:
                 z.sub_(epsilon / V)
-            torch.mm(z, weight, out=grad_hidden[start:start + len(t)])
-            grad_weight.addmm_(z.t(), h)
+            torch.mm(z.t(), weight, out=grad_hidden[start:start + R])
+            grad_weight.addmm_(z, h)
             if grad_bias is not None:
-                grad_bias += z.sum(0)
+                grad_bias += z.sum(1)
     return total, (grad_hidden, grad_weight, grad_bias) if with_grads else None
 
 

@@ -71,8 +71,11 @@ class FastDropout(nn.Module):
         n = x.numel()
         words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, 2 ** 63 - 1)
         lanes = words.view(torch.int16)[:n].view(x.shape)                    # uniform on -32768 .. 32767
-        keep = lanes >= self.drop_levels - self.LEVELS // 2
-        return keep.to(x.dtype).mul_(self.LEVELS / (self.LEVELS - self.drop_levels))
+        # Keep where lane >= threshold. In floats, lane - (threshold - 1) clamped to [0, 1] is exactly
+        # 1 there and 0 elsewhere: the same mask as `lanes >= threshold`, without a boolean tensor.
+        threshold = self.drop_levels - self.LEVELS // 2
+        mask = lanes.to(torch.float32).sub_(threshold - 1).clamp_(0, 1)
+        return mask.mul_(self.LEVELS / (self.LEVELS - self.drop_levels)).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

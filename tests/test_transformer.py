@@ -192,6 +192,23 @@ def test_fast_dropout_drops_at_rate_p_in_every_lane_and_keeps_the_mean(p):
     assert abs(out.mean() - 1) < 0.01 and torch.allclose(out[out != 0], torch.tensor(1 / (1 - rate)))
 
 
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_fast_dropout_keeps_exactly_the_lanes_at_or_above_the_threshold(p):
+    drop = FastDropout(p)
+    x = torch.empty(2, 1_000_000)                                      # large enough to hit every lane value
+    torch.manual_seed(7)
+    mask = drop.mask_like(x)
+    torch.manual_seed(7)                                               # the same 64-bit draws, by hand
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-2 ** 63, 2 ** 63 - 1)
+    lanes = words.view(torch.int16)[:x.numel()].view(x.shape).long()
+    threshold = drop.drop_levels - FastDropout.LEVELS // 2
+    assert (lanes == threshold).any() and (lanes == threshold - 1).any()   # the boundary is in the sample
+    scale = FastDropout.LEVELS / (FastDropout.LEVELS - drop.drop_levels)
+    assert torch.equal(mask, (lanes >= threshold).float() * scale)
+    assert mask.dtype == x.dtype
+    assert drop.mask_like(torch.empty(5, dtype=torch.float64)).dtype == torch.float64
+
+
 def test_fast_dropout_gradient_repeatability_and_edge_cases():
     x = torch.randn(4, 7, 5, requires_grad=True)
     drop = FastDropout(0.3)
