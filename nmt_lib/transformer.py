@@ -75,7 +75,7 @@ class FastDropout(nn.Module):
         # 1 there and 0 elsewhere: the same mask as `lanes >= threshold`, without a boolean tensor.
         threshold = self.drop_levels - self.LEVELS // 2
         mask = lanes.to(torch.float32).sub_(threshold - 1).clamp_(0, 1)
-        return mask.mul_(self.LEVELS / (self.LEVELS - self.drop_levels)).to(x.dtype)
+        return mask.to(x.dtype).mul_(self.LEVELS / (self.LEVELS - self.drop_levels))   # scale in x.dtype
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
