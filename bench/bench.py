@@ -11,10 +11,10 @@ absolute speeds drift from minute to minute while a ratio measured within one ro
 
 Contenders (training), all at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam,
 gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 training pairs:
-  course   nmt_lib's Transformer (with its FastDropout), length-bucketed batches, the output
+  course   nmt_lib's Transformer with chapter 10's switches on, as `python -m nmt_lib train` trains:
+           FastDropout (TransformerConfig(fast_dropout=True)), length-bucketed batches, the output
            layer and the loss together on real target tokens only (token_features and
-           linear_cross_entropy), the course's optimizer (paper_adam: fused Adam), as chapter 9's
-           fit trains;
+           linear_cross_entropy, TrainSettings(loss="sliced")), fused Adam with the paper's settings;
   d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with valid-length
            masking, every batch padded to num_steps=20, the loss, loop and optimizer (torch.optim.Adam)
            of d2l's train_seq2seq;
@@ -52,11 +52,13 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_lib.data import NMTData, collate, load_fra_eng, split_pairs  # noqa: E402
+from nmt_lib.data import NMTData, collate  # noqa: E402
+from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
+from nmt_lib.fast import linear_cross_entropy, token_features  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
-from nmt_lib.seq2seq import greedy_decode, translate  # noqa: E402
-from nmt_lib.training import linear_cross_entropy, paper_adam  # noqa: E402
-from nmt_lib.transformer import Transformer, TransformerConfig, beam_search, greedy_decode_nocache  # noqa: E402
+from nmt_lib.recipes import paper_adam  # noqa: E402
+from nmt_lib.text import load_fra_eng, split_pairs  # noqa: E402
+from nmt_lib.transformer import Transformer, TransformerConfig  # noqa: E402
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = 256, 8, 1024, 3, 0.1, 128, 50_000, 20
 DECODE_BATCH, LR = 256, 1e-4
@@ -159,10 +161,6 @@ class TorchTransformer(nn.Module):
         """The decoder's output (N, D) at the kept positions, as the course's models offer it."""
         return self.hidden(src, src_len, tgt_in)[keep]
 
-    def token_logits(self, src, src_len, tgt_in, keep):
-        """The output layer at the kept positions only: (N, V)."""
-        return self.out(self.token_features(src, src_len, tgt_in, keep))
-
 
 def non_embedding_parameters(model) -> int:
     embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
@@ -202,13 +200,20 @@ def output_layer(model) -> nn.Linear:
     return model.decoder.dense if isinstance(model, Transformer) else model.out
 
 
+def features(model, src, src_len, tgt_in, keep):
+    """The decoder's output (N, D) at the real target positions, for the course's model or torch's."""
+    if isinstance(model, Transformer):
+        return token_features(model, src, src_len, tgt_in, keep)
+    return model.token_features(src, src_len, tgt_in, keep)
+
+
 def course_step(pad, dataset, c, items):
     """One update as chapter 9's `fit` makes it: the output layer and the loss together, at the real
     target tokens only; the loss is the mean over those tokens."""
     b = collate([dataset[i] for i in items], **pad)
     keep = b.tgt_out != pad["pad_id"]
     n = int(keep.sum())
-    loss = linear_cross_entropy(c.model.token_features(b.src, b.src_len, b.tgt_in, keep), output_layer(c.model),
+    loss = linear_cross_entropy(features(c.model, b.src, b.src_len, b.tgt_in, keep), output_layer(c.model),
                                 b.tgt_out[keep]) / n
     c.optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -266,14 +271,15 @@ def bench_training(args, report):
 
     torch.manual_seed(0)
     course = Transformer(TransformerConfig(V_src, V_tgt, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=LAYERS,
-                                           dropout=DROPOUT))
+                                           dropout=DROPOUT, fast_dropout=True))
     d2l_model, clip = build_d2l(V_src, V_tgt, padded)
     torch_model = TorchTransformer(V_src, V_tgt)
-    contenders = [Contender("course", course, partial(course_step, pad, dataset), paper_adam(course.parameters(), LR)),
+    contenders = [Contender("course", course, partial(course_step, pad, dataset),
+                            paper_adam(course.parameters(), LR, fused=True)),
                   Contender("d2l", d2l_model, partial(d2l_step, pad, dataset, clip),
                             torch.optim.Adam(d2l_model.parameters(), lr=LR)),          # as train_seq2seq does
                   Contender("torch", torch_model, partial(course_step, pad, dataset),
-                            paper_adam(torch_model.parameters(), LR))]
+                            paper_adam(torch_model.parameters(), LR, fused=True))]
     rounds = round_batches(batches, dataset, args.rounds, args.steps)
     for c in contenders:                                        # warm-up, untimed
         c.run(batches[:2])
@@ -309,7 +315,9 @@ def bench_training(args, report):
 # ----------------------------------------------------------------------------------------------
 def decoding_model(args, report):
     """The checkpoint of the published run if there is one, else a small model trained here for a while."""
-    from nmt_lib.training import ParallelCorpus, TrainSettings, fit, load_checkpoint
+    from nmt_lib.checkpoint import load_checkpoint
+    from nmt_lib.corpus import ParallelCorpus
+    from nmt_lib.training import TrainSettings, fit
     path = Path(args.checkpoint)
     if path.is_file():
         ckpt = load_checkpoint(path)
@@ -318,9 +326,9 @@ def decoding_model(args, report):
     report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=128, n_heads=4,
-                                          d_ff=512, n_layers=2))
-    fit(model, corpus, TrainSettings(epochs=1, max_steps=args.fallback_steps, warmup=100), report="none")
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2, fast_dropout=True))
+    fit(model, corpus, TrainSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
+                                     fused_adam=True), report="none")
     return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates"
 
 

@@ -2,7 +2,7 @@
 
 """Evaluation helpers: BLEU by source-length bucket, and per-sentence scores for error analysis.
 
-Works on the `BleuResult`s of `nmt_lib.seq2seq.evaluate_bleu`.
+Works on the `BleuResult`s of `nmt_lib.decoding.evaluate_bleu`.
 """
 import pandas as pd
 

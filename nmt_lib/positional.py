@@ -25,11 +25,12 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table to (B, T, D) inputs, then dropout."""
+    """Adds the sinusoidal table to (B, T, D) inputs, then dropout (a rate, or a dropout module)."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 1000):
+    def __init__(self, d_model: int, dropout: float | nn.Module = 0.0, max_len: int = 1000):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        # A rate, or a dropout module built by the caller (the Transformer passes the one its config picks).
+        self.dropout = dropout if isinstance(dropout, nn.Module) else nn.Dropout(dropout)
         self.register_buffer("P", sinusoidal_table(max_len, d_model), persistent=False)   # (max_len, D)
 
     def forward(self, x, offset: int = 0):
@@ -48,6 +49,6 @@ def relative_shift_matrix(d_model: int, delta: int) -> torch.Tensor:
     c, s = torch.cos(delta * inv_freq), torch.sin(delta * inv_freq)
     M = torch.zeros(d_model, d_model)
     # Each (sin, cos) pair turns by angle delta * freq: a 2-D rotation.
-    M[0::2, 0::2] = torch.diag(c); M[1::2, 0::2] = torch.diag(s)
-    M[0::2, 1::2] = torch.diag(-s); M[1::2, 1::2] = torch.diag(c)
+    M[0::2, 0::2], M[1::2, 0::2] = torch.diag(c), torch.diag(s)
+    M[0::2, 1::2], M[1::2, 1::2] = torch.diag(-s), torch.diag(c)
     return M

@@ -31,8 +31,10 @@ def test_baselines_are_causal_and_give_logits_over_the_target_vocabulary(build):
     model.train()
     changed = tgt.clone()
     changed[:, 4] = 3
-    torch.manual_seed(1); a = model(src, src_len, tgt)
-    torch.manual_seed(1); b = model(src, src_len, changed)
+    torch.manual_seed(1)
+    a = model(src, src_len, tgt)
+    torch.manual_seed(1)
+    b = model(src, src_len, changed)
     assert a.shape == (3, 6, 50)
     assert torch.allclose(a[:, :4], b[:, :4], atol=1e-5)      # positions before 4 cannot see it
     assert not torch.allclose(a[:, 4], b[:, 4])
@@ -48,12 +50,12 @@ def padded_batch_and_both_models():
     return (src, src_len, tgt, tgt != 0), models
 
 
-def test_token_logits_are_the_full_logits_at_the_kept_positions():
+def test_features_give_the_full_logits_at_the_kept_positions_for_both_models():
     (src, src_len, tgt, keep), models = padded_batch_and_both_models()
     for model in models:
         full = model(src, src_len, tgt)
-        assert torch.allclose(model.token_logits(src, src_len, tgt, keep), full[keep], atol=1e-5)
-        assert model.token_logits(src, src_len, tgt, keep).shape == (int(keep.sum()), 50)
+        logits = bench.output_layer(model)(bench.features(model, src, src_len, tgt, keep))
+        assert logits.shape == (int(keep.sum()), 50) and torch.allclose(logits, full[keep], atol=1e-5)
 
 
 def test_d2l_loss_is_the_per_sentence_mean_over_num_steps():
@@ -75,7 +77,8 @@ def test_notebook_wall_times_come_from_the_committed_cell_timings():
 
 
 def test_one_at_a_time_with_the_output_layer_on_the_newest_position_gives_the_same_tokens():
-    from nmt_lib.transformer import Transformer, TransformerConfig, greedy_decode_nocache
+    from nmt_lib.decoding import greedy_decode_nocache
+    from nmt_lib.transformer import Transformer, TransformerConfig
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(40, 12, d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()
     src, src_len, _ = batch()
@@ -94,7 +97,7 @@ def test_course_step_loss_is_the_mean_cross_entropy_over_real_tokens_for_both_mo
     from nmt_lib.seq2seq import masked_cross_entropy
     (src, src_len, tgt, keep), models = padded_batch_and_both_models()
     for model in models:
-        fused = bench.linear_cross_entropy(model.token_features(src, src_len, tgt, keep), bench.output_layer(model),
+        fused = bench.linear_cross_entropy(bench.features(model, src, src_len, tgt, keep), bench.output_layer(model),
                                            tgt[keep]) / int(keep.sum())
         expected, n = masked_cross_entropy(model(src, src_len, tgt), tgt, 0)
         assert n == int(keep.sum())

@@ -77,3 +77,27 @@ def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
         course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
     with pytest.warns(UserWarning, match="unusable cache file"):         # a model of another shape
         course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)
+
+
+def test_atomic_save_writes_whole_files_with_the_umask_and_leaves_no_temporary(tmp_path):
+    import os
+    import torch
+    old = os.umask(0o027)
+    try:
+        path = course.atomic_save({"x": torch.ones(2)}, tmp_path / "deep" / "file.pt")
+    finally:
+        os.umask(old)
+    assert torch.load(path, weights_only=True)["x"].tolist() == [1.0, 1.0]
+    assert (path.stat().st_mode & 0o777) == 0o640                        # 0o666 under the umask 027, not 0600
+    assert [p.name for p in path.parent.iterdir()] == ["file.pt"]
+
+
+def test_setting_carries_its_default_and_help_into_the_dataclass():
+    from dataclasses import dataclass, fields
+
+    @dataclass
+    class Toy:
+        width: int = course.setting(8, "how wide", aliases=["--w"])
+
+    (f,) = fields(Toy)
+    assert Toy().width == 8 and f.metadata["help"] == "how wide" and f.metadata["aliases"] == ["--w"]

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from nmt_lib import data as D
+from nmt_lib import download as DL
+from nmt_lib import text as T
 
 PAIRS_TSV = "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\u202f!\tCC-BY 2.0 (France) Attribution\nI won!\tJ'ai gagné !\n"
 
@@ -24,25 +26,25 @@ def test_preprocess_matches_d2l_on_tricky_text():
     d2l = pytest.importorskip("d2l.torch")
     text = ("Go.\tVa !\nWell, I'm here.\tBon, je suis là.\nWhat?!\tQuoi\u202f?!\n"
             "Il fait beau\u00a0!\tÇa va.\n...Wait.\t  Hein ?\nA.B,C!D?\tÉTÉ.\n.Start\t!x")
-    assert D.preprocess(text) == d2l.MTFraEng._preprocess(None, text)
+    assert T.preprocess(text) == d2l.MTFraEng._preprocess(None, text)
     for line in text.split("\n"):   # one sentence at a time gives the same as the whole text
         for field in line.split("\t"):
-            assert D.preprocess(field) == d2l.MTFraEng._preprocess(None, field)
+            assert T.preprocess(field) == d2l.MTFraEng._preprocess(None, field)
 
 
 def test_preprocess_removes_odd_spaces_that_d2l_keeps():
-    assert D.tokenize(D.preprocess("Recule\u2009!")) == ["recule", "!"]
-    assert D.tokenize(D.preprocess("sof\u00adt zero\u200bwidth.")) == ["soft", "zerowidth", "."]
-    assert D.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK") == "Cours ! Va ! soft\tOK"   # no other change
+    assert T.tokenize(T.preprocess("Recule\u2009!")) == ["recule", "!"]
+    assert T.tokenize(T.preprocess("sof\u00adt zero\u200bwidth.")) == ["soft", "zerowidth", "."]
+    assert T.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK") == "Cours ! Va ! soft\tOK"   # no other change
 
 
 # ---------------------------------------------------------------- reading files
 
 def test_read_pairs_round_trip_extra_columns_and_crlf(tmp_path):
     path = write(tmp_path / "p.txt", PAIRS_TSV.replace("Hi.\tSalut !\n", "Hi.\tSalut !\r\n"))
-    assert D.read_pairs(path) == [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"), ("I won!", "J'ai gagné !")]
-    assert D.read_pairs(path, max_pairs=2) == [("Go.", "Va !"), ("Hi.", "Salut !")]
-    assert D.read_pairs(path, clean=True)[2] == ("run !", "cours !")
+    assert T.read_pairs(path) == [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"), ("I won!", "J'ai gagné !")]
+    assert T.read_pairs(path, max_pairs=2) == [("Go.", "Va !"), ("Hi.", "Salut !")]
+    assert T.read_pairs(path, clean=True)[2] == ("run !", "cours !")
 
 
 @pytest.mark.parametrize("content, line, words", [
@@ -55,27 +57,27 @@ def test_read_pairs_round_trip_extra_columns_and_crlf(tmp_path):
 def test_read_pairs_names_the_bad_line(tmp_path, content, line, words):
     path = write(tmp_path / "p.txt", content)
     if line is None:
-        assert D.read_pairs(path)[-1] == ("Run!", "Cours")
+        assert T.read_pairs(path)[-1] == ("Run!", "Cours")
         return
     with pytest.raises(ValueError, match=rf"p\.txt, line {line}\b.*") as err:
-        D.read_pairs(path)
+        T.read_pairs(path)
     assert words in str(err.value)
 
 
 def test_read_pairs_non_utf8_and_truncated_multibyte(tmp_path):
     path = write(tmp_path / "p.txt", b"Go.\tVa !\nHi.\tSalut !\nSummer.\t\xe9t\xe9\n")
     with pytest.raises(ValueError, match=r"line 3: not valid UTF-8"):
-        D.read_pairs(path)
+        T.read_pairs(path)
     cut = "Go.\tVa !\nSummer.\tÉté".encode("utf-8")[:-1]   # a download cut inside 'é'
     with pytest.raises(ValueError, match=r"line 2: not valid UTF-8"):
-        D.read_pairs(write(tmp_path / "cut.txt", cut))
+        T.read_pairs(write(tmp_path / "cut.txt", cut))
 
 
 def test_read_pairs_missing_or_empty_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt not found"):
-        D.read_pairs(tmp_path / "nope.txt")
+        T.read_pairs(tmp_path / "nope.txt")
     with pytest.raises(ValueError, match="no sentence pairs"):
-        D.read_pairs(write(tmp_path / "empty.txt", ""))
+        T.read_pairs(write(tmp_path / "empty.txt", ""))
 
 
 # ---------------------------------------------------------------- finding and downloading
@@ -97,21 +99,21 @@ def test_data_dir_from_argument_then_environment(tmp_path, monkeypatch):
     write(tmp_path / "a" / "fra-eng" / "fra.txt", PAIRS_TSV)
     write(tmp_path / "b" / "fra-eng" / "fra.txt", PAIRS_TSV)
     monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "b"))
-    assert D.fra_eng_path() == tmp_path / "b" / "fra-eng" / "fra.txt"
-    assert D.fra_eng_path(tmp_path / "a") == tmp_path / "a" / "fra-eng" / "fra.txt"
-    assert D.load_fra_eng(tmp_path / "a")[0] == ("go .", "va !")
+    assert DL.fra_eng_path() == tmp_path / "b" / "fra-eng" / "fra.txt"
+    assert DL.fra_eng_path(tmp_path / "a") == tmp_path / "a" / "fra-eng" / "fra.txt"
+    assert T.load_fra_eng(tmp_path / "a")[0] == ("go .", "va !")
 
 
 def test_missing_without_download_says_where_and_how(tmp_path):
     with pytest.raises(FileNotFoundError) as err:
-        D.fra_eng_path(tmp_path, download=False)
+        DL.fra_eng_path(tmp_path, download=False)
     message = str(err.value)
-    assert str(tmp_path / "fra-eng" / "fra.txt") in message and "NMT_DATA_DIR" in message and D.DATA_URL in message
+    assert str(tmp_path / "fra-eng" / "fra.txt") in message and "NMT_DATA_DIR" in message and DL.DATA_URL in message
 
 
 def test_download_verifies_and_extracts(tmp_path):
     url, sha1 = make_archive(tmp_path, {"fra-eng/fra.txt": PAIRS_TSV, "fra-eng/_about.txt": "CC-BY"})
-    path = D.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
+    path = DL.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
     assert path == tmp_path / "data" / "fra-eng" / "fra.txt" and path.read_text() == PAIRS_TSV
     assert leftovers(tmp_path / "data") == ["fra-eng"]          # no temporary folder left
     assert leftovers(tmp_path / "data" / "fra-eng") == ["_about.txt", "fra.txt"]
@@ -120,24 +122,24 @@ def test_download_verifies_and_extracts(tmp_path):
 def test_download_with_wrong_checksum_leaves_nothing(tmp_path):
     url, _ = make_archive(tmp_path, {"fra-eng/fra.txt": PAIRS_TSV})
     with pytest.raises(ValueError, match="SHA-1"):
-        D.fra_eng_path(tmp_path / "data", url=url, sha1="0" * 40)
+        DL.fra_eng_path(tmp_path / "data", url=url, sha1="0" * 40)
     assert leftovers(tmp_path / "data") == []
 
 
 def test_download_of_wrong_archive_or_unreachable_url(tmp_path):
     url, sha1 = make_archive(tmp_path, {"other/file.txt": "x"})
     with pytest.raises(ValueError, match="no fra-eng/fra.txt"):
-        D.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
+        DL.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
     assert leftovers(tmp_path / "data") == []
     with pytest.raises(FileNotFoundError, match="download failed.*NMT_DATA_DIR"):
-        D.fra_eng_path(tmp_path / "data", url=(tmp_path / "absent.zip").as_uri())
+        DL.fra_eng_path(tmp_path / "data", url=(tmp_path / "absent.zip").as_uri())
     assert leftovers(tmp_path / "data") == []
 
 
 # ---------------------------------------------------------------- vocabulary
 
 def test_vocab_specials_order_and_unknowns():
-    v = D.Vocab(["b a b .", "c b a ."], min_freq=2)
+    v = T.Vocab(["b a b .", "c b a ."], min_freq=2)
     assert v.idx_to_token == ["<pad>", "<bos>", "<eos>", "<unk>", "b", ".", "a"]   # 'c' seen once
     assert (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
     assert v["b"] == 4 and v["c"] == v.unk_id and v[["a", "zzz"]] == [6, 3]
@@ -147,36 +149,36 @@ def test_vocab_specials_order_and_unknowns():
 
 
 def test_vocab_rebuilds_from_tokens_and_rejects_bad_input():
-    v = D.Vocab([["x", "y", "y"]])
-    again = D.Vocab.from_tokens(v.idx_to_token)
+    v = T.Vocab([["x", "y", "y"]])
+    again = T.Vocab.from_tokens(v.idx_to_token)
     assert again.idx_to_token == v.idx_to_token and again["y"] == v["y"]
     with pytest.raises(ValueError, match="start with"):
-        D.Vocab.from_tokens(["x", "<pad>"])
+        T.Vocab.from_tokens(["x", "<pad>"])
     with pytest.raises(ValueError, match="outside this vocabulary"):
         v.to_tokens(99)
     with pytest.raises(ValueError, match="min_freq"):
-        D.Vocab(["a"], min_freq=0)
+        T.Vocab(["a"], min_freq=0)
 
 
 def test_unk_rate():
-    v = D.Vocab(["a b"])
-    assert D.unk_rate(["a b c d"], v) == 0.5 and D.unk_rate([], v) == 0.0
+    v = T.Vocab(["a b"])
+    assert T.unk_rate(["a b c d"], v) == 0.5 and T.unk_rate([], v) == 0.0
 
 
 # ---------------------------------------------------------------- split
 
 def test_split_is_deterministic_disjoint_and_complete():
     pairs = [(f"sentence {i % 300} .", f"phrase {i} .") for i in range(1200)]   # each source 4 times
-    a = D.split_pairs(pairs, valid_frac=0.1, test_frac=0.1)
-    b = D.split_pairs(list(reversed(pairs)), valid_frac=0.1, test_frac=0.1)
+    a = T.split_pairs(pairs, valid_frac=0.1, test_frac=0.1)
+    b = T.split_pairs(list(reversed(pairs)), valid_frac=0.1, test_frac=0.1)
     assert sorted(map(len, a)) == sorted(map(len, b)) and set(a.test) == set(b.test)
     sources = [{s for s, _ in part} for part in a]
     assert not (sources[0] & sources[1] or sources[0] & sources[2] or sources[1] & sources[2])
     assert sorted(a.train + a.valid + a.test) == sorted(pairs)
     assert 0.05 < len(a.test) / len(pairs) < 0.15 and 0.05 < len(a.valid) / len(pairs) < 0.15
-    assert set(D.split_pairs(pairs, seed=1).test) != set(D.split_pairs(pairs, seed=0).test)
+    assert set(T.split_pairs(pairs, seed=1).test) != set(T.split_pairs(pairs, seed=0).test)
     with pytest.raises(ValueError):
-        D.split_pairs(pairs, valid_frac=0.6, test_frac=0.5)
+        T.split_pairs(pairs, valid_frac=0.6, test_frac=0.5)
 
 
 # ---------------------------------------------------------------- padding and batches
@@ -186,7 +188,7 @@ def test_truncate_pad_and_build_array():
     assert D.truncate_pad([5, 6, 7], 2, 0) == [5, 6]
     with pytest.raises(ValueError):
         D.truncate_pad([1], 0, 0)
-    v = D.Vocab(["a b c"])
+    v = T.Vocab(["a b c"])
     array, valid = D.build_array(["a b", "a b c a b c"], v, num_steps=4)
     assert array.tolist() == [[v["a"], v["b"], 2, 0], [v["a"], v["b"], v["c"], v["a"]]]
     assert valid.tolist() == [3, 4]
@@ -196,7 +198,7 @@ PAIRS = [("a b c .", "x y ."), ("a .", "x y z w ."), ("b c a b c .", "y ."), ("c
 
 
 def make_dataset():
-    return D.TranslationDataset(PAIRS, D.Vocab(s for s, _ in PAIRS), D.Vocab(t for _, t in PAIRS))
+    return D.TranslationDataset(PAIRS, T.Vocab(s for s, _ in PAIRS), T.Vocab(t for _, t in PAIRS))
 
 
 def check_batch(b: D.Batch, vocab):

@@ -3,7 +3,7 @@ import pytest
 
 from nmt_lib.evaluation import bleu_by_length, per_sentence
 from nmt_lib.metrics import corpus_bleu
-from nmt_lib.seq2seq import BleuResult
+from nmt_lib.decoding import BleuResult
 
 SOURCES = ["go .", "i am here .", "he is very cold .", "we are in the house ."]
 REFS = [["va !"], ["je suis là .", "me voici ."], ["il a très froid ."], ["nous sommes dans la maison ."]]

@@ -1,11 +1,18 @@
-"""nmt_lib.seq2seq: the loss, the RNN models, the training loop, greedy decoding and translate."""
+"""nmt_lib.seq2seq, loop and decoding: the loss, the RNN models, the training loop and its progress bar,
+greedy decoding and translate."""
+import io
+
 import pytest
 import torch
 from torch import nn
 
-from nmt_lib.data import TranslationDataset, Vocab, make_loader
-from nmt_lib.seq2seq import (BahdanauDecoder, EncoderDecoder, cut_at_eos, GRUDecoder, GRUEncoder, TrainingDiverged,
-                             evaluate_bleu, greedy_decode, masked_cross_entropy, train, translate, xavier_init)
+from nmt_lib import loop
+from nmt_lib.data import TranslationDataset, make_loader
+from nmt_lib.decoding import cut_at_eos, evaluate_bleu, greedy_decode, translate
+from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar, train
+from nmt_lib.seq2seq import (BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, eval_mode, masked_cross_entropy,
+                             model_device, xavier_init)
+from nmt_lib.text import Vocab
 
 PAIRS = [("i am here .", "je suis là ."), ("go !", "va !"), ("i am cold .", "j'ai froid ."),
          ("he is here .", "il est là ."), ("i run .", "je cours ."), ("she is cold .", "elle a froid ."),
@@ -155,13 +162,17 @@ def test_tiny_model_overfits_a_tiny_set():
     assert result.references[1] == ["va !", "allez !"]                        # all references of one source
 
 
-def test_training_stops_clearly_on_nan_and_reports_progress(capsys):
+def test_training_stops_clearly_on_nan_and_reports_each_epoch(capsys):
     src_vocab, tgt_vocab = vocabs()
     loader = make_loader(TranslationDataset(PAIRS, src_vocab, tgt_vocab), batch_size=4)
     m = model(src_v=len(src_vocab), tgt_v=len(tgt_vocab))
-    train(m, loader, epochs=1, progress="bar")
-    err = capsys.readouterr().err
-    assert "epoch 1/1: train loss" in err and "tok/s" in err
+    train(m, loader, epochs=2, valid_loader=loader, progress="lines", title="toy")
+    lines = capsys.readouterr().err.splitlines()
+    # stderr is not a terminal here: plain lines, no carriage returns; each epoch ends on its losses
+    assert not any("\r" in line for line in lines)
+    ends = [line for line in lines if "2/2 [" in line]
+    assert [line.split(":")[0] for line in ends] == ["toy, epoch 1/2", "toy, epoch 2/2"]
+    assert all("train " in line and "valid " in line and "tok/s" in line for line in ends)
     train(m, loader, epochs=1, progress="none")
     assert capsys.readouterr().err == ""
     with torch.no_grad():
@@ -172,12 +183,56 @@ def test_training_stops_clearly_on_nan_and_reports_progress(capsys):
         train(m, loader, epochs=0)
 
 
-def test_stderr_bar_redraws_at_most_twice_a_second_but_always_at_the_end(capsys):
-    from nmt_lib.seq2seq import _StderrBar
-    bar = _StderrBar()
-    bar.draw(1, 3, 5, 20, "first")
-    bar.draw(1, 3, 6, 20, "too soon")
-    bar.draw(1, 3, 20, 20, "last", final=True)
-    err = capsys.readouterr().err
-    assert "\repoch 1/3 [#####...............] first" in err and "too soon" not in err
-    assert "[####################] last" in err
+def test_progress_bar_modes(monkeypatch):
+    def run(desc, mode, n=3):
+        stream = io.StringIO()
+        monkeypatch.setattr(loop.sys, "stderr", stream)
+        with progress_bar(n, desc, mode) as bar:
+            for _ in range(n):
+                bar.update()
+        return stream.getvalue()
+
+    text = run("lines", "lines")                            # a log file: plain lines, at most every LOG_EVERY s
+    assert "\r" not in text and text.endswith("\n")
+    assert [line.split("%")[0] for line in text.splitlines()] == ["lines:   0", "lines: 100"]
+    monkeypatch.setattr(loop, "LOG_EVERY", 0.0)
+    assert len(run("often", "lines", n=50).splitlines()) > 2  # more often when asked
+    assert run("quiet", "none") == ""
+    with pytest.raises(ValueError, match="progress must be one of"):
+        progress_bar(3, "x", "plot")
+
+
+def test_auto_progress_is_plain_lines_in_a_log_and_a_bar_in_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, redrawn in [(io.StringIO(), False), (Terminal(), True)]:
+        monkeypatch.setattr(loop.sys, "stderr", stream)
+        with progress_bar(2, "auto", "auto") as bar:
+            bar.update(2)
+        assert ("\r" in stream.getvalue()) is redrawn
+
+
+# ---------------------------------------------------------------- evaluation mode and devices
+
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluation_and_decoding_leave_the_model_in_the_mode_they_found(training):
+    src_vocab, tgt_vocab = vocabs()
+    loader = make_loader(TranslationDataset(PAIRS, src_vocab, tgt_vocab), batch_size=4)
+    m = model(src_v=len(src_vocab), tgt_v=len(tgt_vocab)).train(training)
+    src, src_len = torch.tensor([[4, 5, 2]]), torch.tensor([3])
+    greedy_decode(m, src, src_len, bos_id=1, eos_id=2, max_len=4)
+    assert m.training is training and all(x.training is training for x in m.modules())
+    translate(m, ["i am here ."], src_vocab, tgt_vocab, max_len=4)
+    evaluate_loss(m, loader)
+    assert m.training is training and all(x.training is training for x in m.modules())
+    with eval_mode(m):
+        assert not m.training
+    assert m.training is training
+
+
+def test_model_device_is_where_the_parameters_are():
+    assert model_device(nn.Linear(2, 2)) == torch.device("cpu")
+    assert model_device(nn.Linear(2, 2, device="meta")) == torch.device("meta")
+    assert model_device(nn.ReLU()) == torch.device("cpu")          # no parameters: the CPU

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "nmt_lib"}
+ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
 
 
 def pins(lines):
@@ -48,7 +48,7 @@ def test_ci_runs_make_test_with_the_shared_data():
 LAZY_ONLY = {"sacrebleu"}
 
 
-def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas():
+def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
     for path in sorted((ROOT / "nmt_lib").glob("*.py")):
         tree = ast.parse(path.read_text())
         in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -64,3 +64,39 @@ def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas():
                 top = name.split(".")[0]
                 lazy_ok = top in LAZY_ONLY and id(node) in in_function
                 assert top in ALLOWED or top in sys.stdlib_module_names or lazy_ok, f"{path.name} imports {name}"
+
+
+def test_every_module_stays_small_and_keeps_its_private_names():
+    for path in sorted((ROOT / "nmt_lib").glob("*.py")):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 300, f"{path.name} has {len(text.splitlines())} lines; split it"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt_lib"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"
+
+
+def notebook_cells(path):
+    import json
+    return json.loads(path.read_text())["cells"]
+
+
+def test_every_chapter_opens_with_a_hidden_setup_cell_then_its_title_goals_and_a_summary():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = notebook_cells(path)
+        setup, title = cells[0], cells[1]
+        source = "".join(setup["source"])
+        assert setup["cell_type"] == "code" and source.startswith("%matplotlib inline"), path.name
+        assert "remove-cell" in setup["metadata"].get("tags", []), f"{path.name}: the book would show the setup cell"
+        assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# "), path.name
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        assert "**Learning goals.**" in text and "**Builds on:**" in text and "\n## Summary" in text, path.name
+
+
+def test_the_teaching_chapters_use_the_plain_blocks():
+    seventh = (ROOT / "notebooks" / "07_transformer.ipynb").read_text()
+    assert "FastDropout" not in seventh
+    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+        code = "\n".join("".join(c["source"]) for c in notebook_cells(path) if c["cell_type"] == "code")
+        for switch in ("fast_dropout=True", 'loss="sliced"', "fused_adam=True", "fused=True"):
+            assert switch not in code, f"{path.name} switches on {switch}; chapter 10 is where speed-ups live"

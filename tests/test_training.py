@@ -1,16 +1,20 @@
-"""nmt_lib.training: schedule, label smoothing, accumulation, checkpoints, resume and the CLI."""
-import math
+"""nmt_lib.training, checkpoint, corpus and cli: schedule, label smoothing, accumulation, the two loss
+paths, checkpoints, resume and the command-line tools."""
+import argparse
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt_lib import training
-from nmt_lib.training import (CheckpointError, ParallelCorpus, TrainSettings, detokenize, fit, french_spacing,
-                              linear_cross_entropy, load_checkpoint, noam_lr, save_checkpoint, smoothed_targets)
+from nmt_lib import cli, course
+from nmt_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt_lib.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
+from nmt_lib.data import Batch
+from nmt_lib.training import TrainSettings, batch_loss, fit, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,72 +82,28 @@ def test_smoothed_targets_sum_to_one_and_match_pytorch_label_smoothing(eps):
         smoothed_targets(targets, 11, 1.0)
 
 
-def _loss_and_grads(loss_of, hidden, layer, scale):
-    hidden.grad = None
-    layer.zero_grad(set_to_none=True)
-    loss = loss_of()
-    (loss * scale).backward()
-    return [loss.detach(), hidden.grad, layer.weight.grad, None if layer.bias is None else layer.bias.grad]
+def test_the_schedule_is_a_lambda_lr_that_follows_the_formula_and_saves_its_place():
+    optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.5)
+    schedule = noam_schedule(optimizer, d_model=64, warmup=10)
+    rates = []
+    for _ in range(30):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([noam_lr(s, d_model=64, warmup=10, factor=0.5) for s in range(1, 31)], rel=1e-12)
+    again = noam_schedule(torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.5), d_model=64, warmup=10)
+    again.load_state_dict(schedule.state_dict())
+    assert again.last_epoch == 30 and again.get_last_lr() == schedule.get_last_lr()
 
 
-@pytest.mark.parametrize("eps", [0.0, 0.1])
-@pytest.mark.parametrize("rows", [1, 7, 64, 1000])
-@pytest.mark.parametrize("bias", [True, False])
-def test_linear_cross_entropy_equals_pytorch_in_value_and_gradients(eps, rows, bias):
-    torch.manual_seed(0)
-    layer = torch.nn.Linear(12, 37, bias=bias)
-    hidden = (3 * torch.randn(70, 12)).requires_grad_()          # 70 rows: slices do not divide it evenly
-    targets = torch.randint(0, 37, (70,))
-    scale = 0.37                                                 # any gradient from above is passed on
-    expected = _loss_and_grads(lambda: F.cross_entropy(layer(hidden), targets, reduction="sum",
-                                                       label_smoothing=eps), hidden, layer, scale)
-    ours = _loss_and_grads(lambda: linear_cross_entropy(hidden, layer, targets, label_smoothing=eps, rows=rows),
-                           hidden, layer, scale)
-    for a, b in zip(ours, expected):
-        if b is None:
-            assert a is None
-        else:
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-
-
-def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autograd():
-    torch.manual_seed(1)
-    layer = torch.nn.Linear(5, 9).double()
-    hidden = torch.randn(11, 5, dtype=torch.double, requires_grad=True)
-    targets = torch.randint(0, 9, (11,))
-    assert torch.autograd.gradcheck(lambda h, w, b: training._LinearCrossEntropy.apply(h, w, b, targets, 0.1, 4),
-                                    (hidden, layer.weight, layer.bias))
-    with torch.no_grad():
-        value = linear_cross_entropy(hidden, layer, targets, label_smoothing=0.1, rows=4)
-    assert value.grad_fn is None
-    torch.testing.assert_close(value, F.cross_entropy(layer(hidden), targets, reduction="sum",
-                                                      label_smoothing=0.1).detach())
-    empty = linear_cross_entropy(hidden[:0], layer, targets[:0])
-    empty.backward()
-    assert empty.item() == 0.0 and not layer.weight.grad.any()
-
-
-@pytest.mark.parametrize("change, message", [
-    (dict(hidden=torch.zeros(4, 6)), "hidden must be"),
-    (dict(hidden=torch.zeros(4)), "hidden must be"),
-    (dict(targets=torch.zeros(3, dtype=torch.long)), "targets must be a long tensor"),
-    (dict(targets=torch.zeros(4)), "targets must be a long tensor"),
-    (dict(targets=torch.tensor([0, 1, 2, 9])), r"ids in \[0, 9\)"),
-    (dict(targets=torch.tensor([0, -1, 2, 3])), r"ids in \[0, 9\)"),
-    (dict(label_smoothing=1.0), "label_smoothing"),
-    (dict(rows=0), "rows must be"),
-])
-def test_linear_cross_entropy_rejects_bad_input_clearly(change, message):
-    args = dict(hidden=torch.zeros(4, 5), targets=torch.tensor([0, 1, 2, 8]), label_smoothing=0.0, rows=2)
-    args.update(change)
-    with pytest.raises(ValueError, match=message):
-        linear_cross_entropy(args["hidden"], torch.nn.Linear(5, 9), args["targets"],
-                             label_smoothing=args["label_smoothing"], rows=args["rows"])
+def test_smoothed_targets_follow_the_device_of_the_targets():
+    q = smoothed_targets(torch.tensor([1, 2], device="meta"), 5, 0.1)
+    assert q.device.type == "meta" and q.shape == (2, 5)
 
 
 def test_train_settings_reject_bad_values():
     for bad in [dict(epochs=0), dict(max_tokens=0), dict(label_smoothing=1.0), dict(max_steps=0),
-                dict(checkpoint_every=-1)]:
+                dict(checkpoint_every=-1), dict(lr_factor=float("nan")), dict(clip=0.0), dict(loss="fancy")]:
         with pytest.raises(ValueError):
             TrainSettings(**bad)
 
@@ -200,9 +160,12 @@ def test_gradient_accumulation_equals_one_big_batch(de_corpus):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path):
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("legacy", [False, True])
+def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, fast, legacy):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    base = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
+    base = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0,
+                loss="sliced" if fast else "plain", fused_adam=fast)
     straight = tiny_model(corpus)
     fit(straight, corpus, TrainSettings(max_steps=9, **base), report="none")
 
@@ -212,14 +175,43 @@ def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path):
         report="none")
     ckpt = load_checkpoint(path)
     assert ckpt.payload["progress"]["step"] == 4 and ckpt.payload["progress"]["batch"] > 0   # mid-epoch
-    optimizer = training.paper_adam(ckpt.model.parameters())
-    optimizer.load_state_dict(ckpt.payload["optimizer"])
+    assert ckpt.payload["schedule"]["last_epoch"] == 4
+    if legacy:                                    # a checkpoint written before the schedule was saved
+        del ckpt.payload["schedule"]
     torch.manual_seed(12345)                      # whatever the global RNG holds now must not matter
-    resumed = fit(ckpt.model, corpus, TrainSettings(max_steps=9, **base), optimizer=optimizer,
-                  progress=ckpt.payload["progress"], report="none")
+    resumed = fit(ckpt.model, corpus, TrainSettings(max_steps=9, **base), resume=ckpt.payload, report="none")
     assert resumed["step"] == 9 and len(resumed["history"]["lr"]) == 9
+    assert resumed["history"]["lr"] == [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 10)]
     for a, b in zip(weights(straight), weights(ckpt.model)):
         assert torch.equal(a, b)
+
+
+def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(de_corpus):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = tiny_model(corpus).eval()                         # no dropout: the two paths see the same numbers
+    batch = next(iter(corpus.loader("train", batch_size=8)))
+    assert (batch.tgt_out == 0).any()                         # the batch has padding to skip
+    results = []
+    for loss in ("plain", "sliced"):
+        model.zero_grad(set_to_none=True)
+        value, n = batch_loss(model, batch, TrainSettings(loss=loss, label_smoothing=0.1), pad_id=0)
+        value.backward()
+        results.append((value.detach(), n, [p.grad.clone() for p in model.parameters()]))
+    (a, n_a, grads_a), (b, n_b, grads_b) = results
+    assert n_a == n_b == int((batch.tgt_out != 0).sum())
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for g, h in zip(grads_a, grads_b):
+        torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-6)
+
+
+def test_fit_moves_each_batch_to_the_models_device(de_corpus, monkeypatch):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    seen = []
+    original = Batch.to
+    monkeypatch.setattr(Batch, "to", lambda self, device: seen.append(torch.device(device)) or original(self, device))
+    fit(tiny_model(corpus), corpus, TrainSettings(epochs=1, max_steps=2, max_tokens=60, tokens_per_update=100,
+                                                  checkpoint_every=0), report="none")
+    assert seen and set(seen) == {torch.device("cpu")}
 
 
 def saved(tmp_path, de_corpus, name="m.pt"):
@@ -278,43 +270,43 @@ def test_save_is_atomic_a_failed_save_keeps_the_old_file(tmp_path, de_corpus, mo
         Path(f).write_bytes(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr(training.torch, "save", broken_save)
+    monkeypatch.setattr(course.torch, "save", broken_save)
     ckpt = load_checkpoint(path)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(path, model, ckpt.src_vocab, ckpt.tgt_vocab, data={})
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["deu.txt", "m.pt"]
 
 
-def cli(*args, stdin=None):
+def cli_run(*args, stdin=None):
     return subprocess.run([sys.executable, "-m", "nmt_lib", *map(str, args)], input=stdin, capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
 
 
 def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus):
     ckpt = tmp_path / "de.pt"
-    out = cli("train", "--data", de_corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1,
+    out = cli_run("train", "--data", de_corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1,
               "--max-steps", 4, "--max-tokens", 80, "--tokens-per-update", 100, "--warmup", 2, "--min-freq", 1,
               "--out", ckpt, "--progress", "none")
     assert out.returncode == 0, out.stderr
     assert "trained 4 updates" in out.stdout and load_checkpoint(ckpt).step == 4
 
-    out = cli("train", "--data", de_corpus, "--out", ckpt, "--progress", "none")
+    out = cli_run("train", "--data", de_corpus, "--out", ckpt, "--progress", "none")
     assert out.returncode == 1 and "exists; pass --resume" in out.stderr
-    out = cli("train", "--out", ckpt, "--resume", "--max-steps", 6, "--progress", "none")
+    out = cli_run("train", "--out", ckpt, "--resume", "--max-steps", 6, "--progress", "none")
     assert out.returncode == 0, out.stderr
     assert "resuming" in out.stderr and load_checkpoint(ckpt).step == 6
 
     lines = "I am tired.\n\nWe have a dog.\nYou see the cat?\n"
-    out = cli("translate", "--checkpoint", ckpt, "--beam", 2, stdin=lines)
+    out = cli_run("translate", "--checkpoint", ckpt, "--beam", 2, stdin=lines)
     assert out.returncode == 0, out.stderr
     translations = out.stdout.split("\n")[:-1]
     # One line out per line in, in order; an empty line stays empty. (After 6 updates the model may
     # well answer <eos> at once, so the other lines may be empty too: their content is not checked.)
     assert len(translations) == 4 and translations[1] == ""
-    out = cli("translate", "--checkpoint", ckpt, "--tokenized", stdin="I am tired.\n" * 3)
+    out = cli_run("translate", "--checkpoint", ckpt, "--tokenized", stdin="I am tired.\n" * 3)
     assert out.returncode == 0 and len(set(out.stdout.split("\n")[:-1])) == 1 and out.stdout.count("\n") == 3
 
-    out = cli("evaluate", "--checkpoint", ckpt)
+    out = cli_run("evaluate", "--checkpoint", ckpt)
     assert out.returncode == 0, out.stderr
     assert "signature: nrefs:" in out.stdout and "case:lc" in out.stdout and "tok:13a" in out.stdout
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
@@ -325,29 +317,74 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     ((), 2, "usage:"),
     (("fly",), 2, "invalid choice"),
     (("translate",), 2, "--checkpoint"),
-    (("translate", "--checkpoint", "x.pt", "--beam", "0"), 2, "must be positive"),
+    (("translate", "--checkpoint", "x.pt", "--beam", "0"), 2, "must be at least 1"),
+    (("train", "--out", "x.pt", "--lr-factor", "nan"), 2, "must be a finite number"),
+    (("train", "--out", "x.pt", "--d-model", "30", "--heads", "4"), 2, "multiple of n_heads"),
     (("train", "--out", "x.pt", "--label-smoothing", "1.5"), 2, "must be in [0, 1)"),
     (("evaluate", "--checkpoint", "/nonexistent/x.pt"), 1, "not found"),
 ])
 def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, capsys):
     try:
-        code = training.main(list(args))
+        code = cli.main(list(args))
     except SystemExit as e:           # argparse's way out: usage message, status 2
         code = e.code
     assert code == status and message in capsys.readouterr().err
 
 
 def test_python_dash_m_entry_point_reports_usage_errors():
-    out = cli("translate", "--beam", "2")
+    out = cli_run("translate", "--beam", "2")
     assert out.returncode == 2 and out.stderr.startswith("usage: python -m nmt_lib translate")
 
 
-def test_fit_draws_a_bar_with_step_and_rate_or_prints_epoch_lines(de_corpus, capsys):
+def test_fit_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    settings = TrainSettings(epochs=1, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
-    fit(tiny_model(corpus), corpus, settings, report="bar")
-    err = capsys.readouterr().err
-    assert "\repoch 1/1 [" in err and " lr " in err and "tok/s" in err and "epoch 1/1: step" in err
+    settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
     fit(tiny_model(corpus), corpus, settings, report="lines")
-    err = capsys.readouterr().err
-    assert "[" not in err and "epoch 1/1: step" in err
+    lines = capsys.readouterr().err.splitlines()
+    ends = [line for line in lines if "100%" in line]
+    assert [line.split(":")[0] for line in ends] == ["epoch 1/2", "epoch 2/2"] and not any("\r" in x for x in lines)
+    assert all("step" in line and "valid loss" in line and "perplexity" in line and "tok/s" in line for line in ends)
+    fit(tiny_model(corpus), corpus, settings, report="none")
+    assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------- the command line and its settings
+
+def test_every_setting_with_a_help_text_is_an_option_with_the_dataclass_default():
+    parser = cli.build_parser()
+    train = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    options = {s: a for a in train._actions for s in a.option_strings}
+    for cls in (TransformerConfig, TrainSettings, CorpusSettings):
+        for f in fields(cls):
+            if "help" not in f.metadata:
+                continue
+            names, dest = cli.option(f)
+            action = options[names[0]]
+            assert action.dest == dest and action.default is argparse.SUPPRESS
+            default = cli.FAST.get(f.name, f.default)
+            shown = "none" if default is None else "on" if default is True else "off" if default is False else default
+            assert action.help.endswith(f"({shown})"), (f.name, action.help)
+    assert "--heads" in options and "--layers" in options and "--split-seed" in options and "--data" in options
+    help_text = train.format_help()
+    assert f"({TransformerConfig.__dataclass_fields__['d_model'].default})" in help_text.rsplit("--d-model N", 1)[1][:120]
+
+
+def test_the_tools_switch_the_speed_ups_on_and_can_switch_them_off(tmp_path, de_corpus):
+    common = ["train", "--data", de_corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1,
+              "--max-steps", 2, "--max-tokens", 80, "--tokens-per-update", 100, "--warmup", 2, "--min-freq", 1,
+              "--progress", "none"]
+    out = cli_run(*common, "--out", tmp_path / "fast.pt")
+    assert out.returncode == 0, out.stderr
+    payload = load_checkpoint(tmp_path / "fast.pt").payload
+    assert payload["config"]["fast_dropout"] and payload["train"]["loss"] == "sliced" and payload["train"]["fused_adam"]
+    out = cli_run(*common, "--no-fast-dropout", "--loss", "plain", "--no-fused-adam", "--out", tmp_path / "plain.pt")
+    assert out.returncode == 0, out.stderr
+    payload = load_checkpoint(tmp_path / "plain.pt").payload
+    assert not payload["config"]["fast_dropout"] and payload["train"]["loss"] == "plain"
+    assert not payload["train"]["fused_adam"] and payload["config"]["d_model"] == 16
+
+
+def test_the_corpus_path_is_stored_absolute(tmp_path, de_corpus, monkeypatch):
+    monkeypatch.chdir(de_corpus.parent)
+    corpus = ParallelCorpus(de_corpus.name, min_freq=1)
+    assert Path(corpus.settings["path"]).is_absolute() and Path(corpus.settings["path"]) == de_corpus

@@ -1,13 +1,14 @@
-"""nmt_lib.transformer: causality, padding invariance, fused/explicit paths, KV cache, beam search,
-FastDropout."""
+"""nmt_lib.transformer and its decoding: causality, padding invariance, fused/explicit paths, the weights
+contract, the KV cache, beam search, the dropout switch."""
 import pytest
 import torch
 from torch import nn
 
-from nmt_lib.data import Vocab
-from nmt_lib.seq2seq import greedy_decode, translate
-from nmt_lib.transformer import (FastDropout, Transformer, TransformerConfig, beam_search, greedy_decode_nocache,
-                                 sequence_scores)
+from nmt_lib.decoding import beam_search, greedy_decode, greedy_decode_nocache, sequence_scores, translate
+from nmt_lib.fast import FastDropout
+from nmt_lib.positional import PositionalEncoding
+from nmt_lib.text import Vocab
+from nmt_lib.transformer import Transformer, TransformerConfig
 
 KW = dict(bos_id=1, eos_id=2)
 
@@ -36,8 +37,10 @@ def test_causal_in_train_and_eval_mode(norm_first, mode):
     src, src_len, tgt = batch()
     changed = tgt.clone()
     changed[:, 3] = 20
-    torch.manual_seed(5); a = model(src, src_len, tgt)
-    torch.manual_seed(5); b = model(src, src_len, changed)
+    torch.manual_seed(5)
+    a = model(src, src_len, tgt)
+    torch.manual_seed(5)
+    b = model(src, src_len, changed)
     assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)
     assert not torch.allclose(a[:, 3], b[:, 3])
 
@@ -67,19 +70,19 @@ def test_fused_and_explicit_paths_agree_and_weights_have_the_right_shapes():
     assert torch.all(maps["decoder_self"][0].triu(1) == 0)           # no weight on the future
 
 
-def test_token_logits_skip_padding_and_match_the_full_logits():
+def test_decoder_weights_follow_the_interface_and_greedy_decoding_returns_them():
     model = make().eval()
     src, src_len, tgt = batch()
-    keep = tgt != 0
-    full = model(src, src_len, tgt)
-    assert torch.allclose(model.token_logits(src, src_len, tgt, keep), full[keep], atol=1e-6)
-    model.train()                                   # same dropout masks: same numbers in training mode too
-    torch.manual_seed(4); a = model.token_logits(src, src_len, tgt, keep)
-    torch.manual_seed(4); b = model(src, src_len, tgt)[keep]
-    assert a.shape == (int(keep.sum()), 30) and torch.allclose(a, b, atol=1e-6)
-    features = model.eval().token_features(src, src_len, tgt, keep)
-    assert features.shape == (int(keep.sum()), model.cfg.d_model)
-    assert torch.allclose(model.decoder.dense(features), full[keep], atol=1e-6)
+    logits, _, weights = model.step(tgt, model.encode(src, src_len), need_weights=True)
+    maps = model.attention_maps(src, src_len, tgt)
+    assert weights.shape == (3, 4, 5)                                   # (B, T, S), as the GRU decoders give
+    torch.testing.assert_close(weights, maps["cross"][-1].mean(dim=1))  # the last layer, heads averaged
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4))
+    assert model.step(tgt, model.encode(src, src_len))[2] is None
+    out = greedy_decode(uneven_model(), src, src_len, max_len=12, need_weights=True, **KW)
+    for tokens, w, n in zip(out.tokens, out.weights, src_len.tolist()):
+        ended = len(tokens) < 12
+        assert w.shape == (len(tokens) + ended, n)                      # a row per generated token, real source
 
 
 def test_cache_holds_projected_keys_and_values_per_layer():
@@ -180,54 +183,38 @@ def test_translate_with_beam_search_and_bad_configuration():
         model(torch.tensor([[4, 2]]), torch.tensor([2]), torch.ones(1, 300, dtype=torch.long))
 
 
-@pytest.mark.parametrize("p", [0.1, 0.5])
-def test_fast_dropout_drops_at_rate_p_in_every_lane_and_keeps_the_mean(p):
-    drop = FastDropout(p)
-    out = drop(torch.ones(200_000))
-    kept = (out != 0).float()
-    rate = drop.drop_levels / FastDropout.LEVELS
-    assert abs(rate - p) <= 0.5 / FastDropout.LEVELS
-    # each of the four 16-bit lanes of a 64-bit draw (the top one included) drops at the rate
-    assert (kept.view(-1, 4).mean(0) - (1 - rate)).abs().max() < 0.01
-    assert abs(out.mean() - 1) < 0.01 and torch.allclose(out[out != 0], torch.tensor(1 / (1 - rate)))
+@pytest.mark.parametrize("decode", ["greedy", "nocache", "beam", "scores"])
+def test_decoding_leaves_a_training_model_in_training_mode(decode):
+    model = make().train()
+    src, src_len, _ = batch()
+    run = {"greedy": lambda: greedy_decode(model, src, src_len, max_len=5, **KW),
+           "nocache": lambda: greedy_decode_nocache(model, src, src_len, max_len=5, **KW),
+           "beam": lambda: beam_search(model, src, src_len, beam_size=2, max_len=5, **KW),
+           "scores": lambda: sequence_scores(model, src, src_len, [([4], True)] * 3, **KW)}
+    run[decode]()
+    assert model.training and all(m.training for m in model.modules())
 
 
-@pytest.mark.parametrize("p", [0.1, 0.3])
-def test_fast_dropout_keeps_exactly_the_lanes_at_or_above_the_threshold(p):
-    drop = FastDropout(p)
-    x = torch.empty(2, 1_000_000)                                      # large enough to hit every lane value
-    torch.manual_seed(7)
-    mask = drop.mask_like(x)
-    torch.manual_seed(7)                                               # the same 64-bit draws, by hand
-    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-2 ** 63, 2 ** 63 - 1)
-    lanes = words.view(torch.int16)[:x.numel()].view(x.shape).long()
-    threshold = drop.drop_levels - FastDropout.LEVELS // 2
-    assert (lanes == threshold).any() and (lanes == threshold - 1).any()   # the boundary is in the sample
-    scale = FastDropout.LEVELS / (FastDropout.LEVELS - drop.drop_levels)
-    assert torch.equal(mask, (lanes >= threshold).float() * scale)
-    assert mask.dtype == x.dtype
-    wide = drop.mask_like(torch.empty(100_000, dtype=torch.float64))
-    assert wide.dtype == torch.float64                                 # scaled in double: the exact factor
-    assert set(wide.unique().tolist()) == {0.0, scale}
+def test_the_config_defaults_are_the_published_recipe():
+    cfg = TransformerConfig(10, 12)
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_layers, cfg.dropout) == (128, 4, 512, 3, 0.1)
+    assert not cfg.fast_dropout and not cfg.norm_first
 
 
-def test_fast_dropout_gradient_repeatability_and_edge_cases():
-    x = torch.randn(4, 7, 5, requires_grad=True)
-    drop = FastDropout(0.3)
-    torch.manual_seed(3); a = drop(x)
-    torch.manual_seed(3); b = drop(x)
-    assert torch.equal(a, b) and not torch.equal(a, drop(x))          # same seed, same mask
-    a.sum().backward()
-    assert torch.allclose(x.grad, a / x)                               # d out / d x is the scaled mask
-    assert drop.eval()(x) is x and FastDropout(0.0)(x) is x
-    assert torch.equal(FastDropout(1.0)(x), torch.zeros_like(x))
-    assert FastDropout(0.2)(torch.ones(0, 3)).shape == (0, 3)
-    for bad in (-0.1, 1.5):
-        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
-            FastDropout(bad)
+def test_the_plain_model_uses_nn_dropout_and_the_switch_swaps_every_one():
+    plain, fast = make(), Transformer(TransformerConfig(25, 30, d_model=32, n_heads=4, d_ff=64, n_layers=2,
+                                                        dropout=0.1, max_len=64, fast_dropout=True))
+    count = 2 + 2 * 3 + 2 * 4                                  # positions, encoder blocks, decoder blocks
+    assert sum(isinstance(m, nn.Dropout) for m in plain.modules()) == count
+    assert not any(isinstance(m, FastDropout) for m in plain.modules())
+    assert sum(isinstance(m, FastDropout) for m in fast.modules()) == count
+    assert not any(isinstance(m, nn.Dropout) for m in fast.modules())
+    fast.load_state_dict(plain.state_dict())                  # the same parameters: checkpoints fit both
+    src, src_len, tgt = batch()
+    assert torch.equal(plain.eval()(src, src_len, tgt), fast.eval()(src, src_len, tgt))
 
 
-def test_the_transformer_uses_fast_dropout_everywhere_outside_attention():
-    model = make()
-    assert not any(isinstance(m, nn.Dropout) for m in model.modules())
-    assert sum(isinstance(m, FastDropout) for m in model.modules()) == 2 + 2 * 3 + 2 * 4   # pos, enc, dec
+def test_positional_encoding_takes_a_rate_or_a_dropout_module():
+    assert isinstance(PositionalEncoding(8, 0.2).dropout, nn.Dropout)
+    module = FastDropout(0.2)
+    assert PositionalEncoding(8, module).dropout is module

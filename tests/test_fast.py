@@ -1,0 +1,141 @@
+"""nmt_lib.fast (chapter 10): each speed-up computes what the plain PyTorch path computes."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmt_lib.fast import FastDropout, LinearCrossEntropy, linear_cross_entropy, make_dropout, token_features
+from nmt_lib.transformer import Transformer, TransformerConfig
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_fast_dropout_drops_at_rate_p_in_every_lane_and_keeps_the_mean(p):
+    drop = FastDropout(p)
+    out = drop(torch.ones(200_000))
+    kept = (out != 0).float()
+    rate = drop.drop_levels / FastDropout.LEVELS
+    assert abs(rate - p) <= 0.5 / FastDropout.LEVELS
+    # each of the four 16-bit lanes of a 64-bit draw (the top one included) drops at the rate
+    assert (kept.view(-1, 4).mean(0) - (1 - rate)).abs().max() < 0.01
+    assert abs(out.mean() - 1) < 0.01 and torch.allclose(out[out != 0], torch.tensor(1 / (1 - rate)))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_fast_dropout_keeps_exactly_the_lanes_at_or_above_the_threshold(p):
+    drop = FastDropout(p)
+    x = torch.empty(2, 1_000_000)                                      # large enough to hit every lane value
+    torch.manual_seed(7)
+    mask = drop.mask_like(x)
+    torch.manual_seed(7)                                               # the same 64-bit draws, by hand
+    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-2 ** 63, 2 ** 63 - 1)
+    lanes = words.view(torch.int16)[:x.numel()].view(x.shape).long()
+    threshold = drop.drop_levels - FastDropout.LEVELS // 2
+    assert (lanes == threshold).any() and (lanes == threshold - 1).any()   # the boundary is in the sample
+    scale = FastDropout.LEVELS / (FastDropout.LEVELS - drop.drop_levels)
+    assert torch.equal(mask, (lanes >= threshold).float() * scale)
+    assert mask.dtype == x.dtype
+    wide = drop.mask_like(torch.empty(100_000, dtype=torch.float64))
+    assert wide.dtype == torch.float64                                 # scaled in double: the exact factor
+    assert set(wide.unique().tolist()) == {0.0, scale}
+
+
+def test_fast_dropout_gradient_repeatability_and_edge_cases():
+    x = torch.randn(4, 7, 5, requires_grad=True)
+    drop = FastDropout(0.3)
+    torch.manual_seed(3)
+    a = drop(x)
+    torch.manual_seed(3)
+    b = drop(x)
+    assert torch.equal(a, b) and not torch.equal(a, drop(x))          # same seed, same mask
+    a.sum().backward()
+    assert torch.allclose(x.grad, a / x)                               # d out / d x is the scaled mask
+    assert drop.eval()(x) is x and FastDropout(0.0)(x) is x
+    assert torch.equal(FastDropout(1.0)(x), torch.zeros_like(x))
+    assert FastDropout(0.2)(torch.ones(0, 3)).shape == (0, 3)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            FastDropout(bad)
+
+
+def _loss_and_grads(loss_of, hidden, layer, scale):
+    hidden.grad = None
+    layer.zero_grad(set_to_none=True)
+    loss = loss_of()
+    (loss * scale).backward()
+    return [loss.detach(), hidden.grad, layer.weight.grad, None if layer.bias is None else layer.bias.grad]
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("rows", [1, 7, 64, 1000])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_cross_entropy_equals_pytorch_in_value_and_gradients(eps, rows, bias):
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(12, 37, bias=bias)
+    hidden = (3 * torch.randn(70, 12)).requires_grad_()          # 70 rows: slices do not divide it evenly
+    targets = torch.randint(0, 37, (70,))
+    scale = 0.37                                                 # any gradient from above is passed on
+    expected = _loss_and_grads(lambda: F.cross_entropy(layer(hidden), targets, reduction="sum",
+                                                       label_smoothing=eps), hidden, layer, scale)
+    ours = _loss_and_grads(lambda: linear_cross_entropy(hidden, layer, targets, label_smoothing=eps, rows=rows),
+                           hidden, layer, scale)
+    for a, b in zip(ours, expected):
+        if b is None:
+            assert a is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autograd():
+    torch.manual_seed(1)
+    layer = torch.nn.Linear(5, 9).double()
+    hidden = torch.randn(11, 5, dtype=torch.double, requires_grad=True)
+    targets = torch.randint(0, 9, (11,))
+    assert torch.autograd.gradcheck(lambda h, w, b: LinearCrossEntropy.apply(h, w, b, targets, 0.1, 4),
+                                    (hidden, layer.weight, layer.bias))
+    with torch.no_grad():
+        value = linear_cross_entropy(hidden, layer, targets, label_smoothing=0.1, rows=4)
+    assert value.grad_fn is None
+    torch.testing.assert_close(value, F.cross_entropy(layer(hidden), targets, reduction="sum",
+                                                      label_smoothing=0.1).detach())
+    empty = linear_cross_entropy(hidden[:0], layer, targets[:0])
+    empty.backward()
+    assert empty.item() == 0.0 and not layer.weight.grad.any()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden=torch.zeros(4, 6)), "hidden must be"),
+    (dict(hidden=torch.zeros(4)), "hidden must be"),
+    (dict(targets=torch.zeros(3, dtype=torch.long)), "targets must be a long tensor"),
+    (dict(targets=torch.zeros(4)), "targets must be a long tensor"),
+    (dict(targets=torch.tensor([0, 1, 2, 9])), r"ids in \[0, 9\)"),
+    (dict(targets=torch.tensor([0, -1, 2, 3])), r"ids in \[0, 9\)"),
+    (dict(label_smoothing=1.0), "label_smoothing"),
+    (dict(rows=0), "rows must be"),
+])
+def test_linear_cross_entropy_rejects_bad_input_clearly(change, message):
+    args = dict(hidden=torch.zeros(4, 5), targets=torch.tensor([0, 1, 2, 8]), label_smoothing=0.0, rows=2)
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        linear_cross_entropy(args["hidden"], torch.nn.Linear(5, 9), args["targets"],
+                             label_smoothing=args["label_smoothing"], rows=args["rows"])
+
+
+def test_make_dropout_is_the_switch_and_both_layers_keep_the_expectation():
+    assert type(make_dropout(0.1)) is nn.Dropout and type(make_dropout(0.1, fast=True)) is FastDropout
+    x = torch.ones(400_000)
+    torch.manual_seed(0)
+    for layer in (make_dropout(0.3), make_dropout(0.3, fast=True)):
+        out = layer(x)
+        assert abs((out == 0).float().mean() - 0.3) < 0.005 and abs(out.mean() - 1) < 0.01
+        assert torch.equal(layer.eval()(x), x)                             # both are the identity in eval mode
+
+
+def test_token_features_are_the_decoder_outputs_at_the_real_positions():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(25, 30, d_model=32, n_heads=4, d_ff=64, n_layers=2, norm_first=True)).eval()
+    src, src_len = torch.tensor([[4, 5, 6, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
+    tgt = torch.tensor([[1, 11, 12, 13], [1, 14, 0, 0]])
+    keep = tgt != 0
+    features = token_features(model, src, src_len, tgt, keep)
+    assert features.shape == (int(keep.sum()), 32)
+    torch.testing.assert_close(model.decoder.dense(features), model(src, src_len, tgt)[keep])
