@@ -1,5 +1,5 @@
 # make course: set up .venv, run every chapter in build/, save figures, print a summary table.
-# make test:   set up .venv, check nmt_lib/ against the notebooks, unit tests, nbval (quick mode),
+# make test:   set up .venv, check nmt_lib/ against the notebooks, ruff, unit tests, nbval (quick mode),
 #              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
 SHELL := /bin/bash
@@ -29,6 +29,7 @@ course: $(STAMP)
 
 test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
+	$(BIN)/ruff check .
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks $(NBVAL)
 
 $(MATHJAX)/tex-chtml.js:

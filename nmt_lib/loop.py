@@ -4,6 +4,7 @@
 
 Shapes: B batch, T target length, V vocabulary size.
 """
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,8 +83,10 @@ def progress_bar(total: int, desc: str, mode: str = "auto", **kwargs) -> tqdm:
         mode = "auto" if in_notebook() or sys.stderr.isatty() else "lines"
     if mode == "lines":
         return tqdm(total=total, desc=desc, file=LineWriter(sys.stderr), mininterval=LOG_EVERY, ascii=True, **kwargs)
+    if mode == "none" or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
+        kwargs["disable"] = True         # tqdm's own switch, which its notebook bar does not read
     kind = auto_tqdm if mode == "auto" else tqdm
-    return kind(total=total, desc=desc, disable=mode == "none", file=sys.stderr, **kwargs)
+    return kind(total=total, desc=desc, file=sys.stderr, **kwargs)
 
 
 def train(model, loader, *, epochs: int, lr: float = 1e-3, valid_loader=None, pad_id: int = 0,

@@ -202,6 +202,15 @@ def test_progress_bar_modes(monkeypatch):
         progress_bar(3, "x", "plot")
 
 
+def test_tqdm_disable_silences_the_notebook_bar_too(monkeypatch):
+    from tqdm.notebook import tqdm as notebook_tqdm       # it passes disable=False on, ignoring TQDM_DISABLE
+    monkeypatch.setattr(loop, "auto_tqdm", notebook_tqdm)
+    monkeypatch.setattr(loop, "in_notebook", lambda: True)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with progress_bar(3, "headless", "auto") as bar:
+        assert bar.disable
+
+
 def test_auto_progress_is_plain_lines_in_a_log_and_a_bar_in_a_terminal(monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):

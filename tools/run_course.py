@@ -64,6 +64,8 @@ def main(argv=None):
     build = ROOT / "build" / "course"
     build.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("NMT_FIG_DIR", str(ROOT / "figures"))
+    # Nobody watches a headless kernel: progress bars would only leave stale widgets in the outputs.
+    os.environ["TQDM_DISABLE"] = "1"
     chapters = [p for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if args.only in p.name]
     if not chapters:
         sys.exit(f"run_course: no notebook in notebooks/ matches {args.only!r}")
