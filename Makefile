@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 
-.PHONY: setup course test unit nbval lab export notebooks clean book chromium bench
+.PHONY: setup course test unit nbval lab export notebooks clean book chromium bench soak
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -50,6 +50,10 @@ chromium:
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
+
+# The fault-injection tests of `make test` (20 SIGKILLs, SIGINTs), with many more faults: about 10 minutes.
+soak: $(STAMP)
+	NMT_SOAK_FAULTS=$${NMT_SOAK_FAULTS:-300} $(BIN)/python -m pytest tests/test_faults.py -s
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests

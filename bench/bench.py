@@ -31,6 +31,8 @@ round decodes all of them each way, one way after the other:
                    over the whole prefix (nmt_lib.transformer.greedy_decode_nocache);
   one_at_a_time_last_position   the same, but the output layer sees only the newest position, as in
                    d2l's predict_seq2seq; context for the ratio, not a target.
+and the peak memory of `python -m nmt_lib translate` with beam 4 and beam 64 over the same sentences, each
+in a process of its own (its default --memory-budget bounds how many sentences a beam batch holds).
 """
 import argparse
 import json
@@ -315,21 +317,37 @@ def bench_training(args, report):
 # ----------------------------------------------------------------------------------------------
 def decoding_model(args, report):
     """The checkpoint of the published run if there is one, else a small model trained here for a while."""
-    from nmt_lib.checkpoint import load_checkpoint
+    from nmt_lib.checkpoint import load_checkpoint, save_checkpoint
     from nmt_lib.corpus import ParallelCorpus
     from nmt_lib.training import TrainSettings, fit
     path = Path(args.checkpoint)
     if path.is_file():
         ckpt = load_checkpoint(path)
         corpus = ParallelCorpus.from_settings(ckpt.payload["data"]).use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
-        return ckpt.model, corpus, f"checkpoint {path} ({ckpt.step:,} updates)"
+        return ckpt.model, corpus, f"checkpoint {path} ({ckpt.step:,} updates)", path
     report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2, fast_dropout=True))
     fit(model, corpus, TrainSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
                                      fused_adam=True), report="none")
-    return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates"
+    path = ROOT / "build" / "bench-fallback.pt"
+    save_checkpoint(path, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates", path
+
+
+def peak_memory_mb(checkpoint: Path, sentences, beam: int) -> float:
+    """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over `sentences`, measured in a
+    process of its own (the operating system's count for that process, model and Python included)."""
+    cmd = [sys.executable, "-m", "nmt_lib", "translate", "--checkpoint", str(checkpoint), "--beam", str(beam),
+           "--threads", "2"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdin.write(("\n".join(sentences) + "\n").encode())
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"translate --beam {beam} failed: {proc.stderr.read().decode()[-2000:]}")
+    return usage.ru_maxrss / 1024                                # kilobytes on Linux
 
 
 class LastPosition(nn.Module):
@@ -354,7 +372,7 @@ def nocache_last_position(model, src, src_len, **kw):
 
 
 def bench_decoding(args, report):
-    model, corpus, source = decoding_model(args, report)
+    model, corpus, source, checkpoint = decoding_model(args, report)
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
     vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80)
     rounds = args.decode_rounds
@@ -383,6 +401,7 @@ def bench_decoding(args, report):
             **{k: {"sentences_per_sec_median": statistics.median(v), "rounds": v} for k, v in rates.items()},
             "ratio_decode_batched_vs_one_at_a_time": median_ratio(rates["batched_greedy"], rates["one_at_a_time"]),
             "ratio_decode_beam4_vs_one_at_a_time": median_ratio(rates["beam4"], rates["one_at_a_time"]),
+            "peak_memory_mb": {f"beam{k}": peak_memory_mb(checkpoint, sentences, k) for k in (4, 64)},
             "ratio_decode_batched_vs_one_at_a_time_last_position":
                 median_ratio(rates["batched_greedy"], rates["one_at_a_time_last_position"])}
 
@@ -473,6 +492,8 @@ def main(argv=None):
     print(f"ratio batched greedy / one at a time: {d['ratio_decode_batched_vs_one_at_a_time']:.1f}x (target >= 30)")
     print(f"ratio batched greedy / one at a time, output layer on the newest position only: "
           f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}x (context)")
+    print("peak memory of `python -m nmt_lib translate` over the same sentences (default --memory-budget): "
+          + ", ".join(f"{k} {v:,.0f} MB" for k, v in d["peak_memory_mb"].items()))
     print("\nNotebook wall times, learner mode (from the committed notebooks' cell timings):")
     for name, secs in notebooks.items():
         print(f"  {name:<24}{secs:>8.0f} s")

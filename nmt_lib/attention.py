@@ -32,6 +32,9 @@ def causal_mask(num_queries: int, num_keys: int | None = None, device=None, *, o
     tokens and now feeds Tq more uses `causal_mask(Tq, offset + Tq, offset=offset)`.
     """
     num_keys = num_queries if num_keys is None else num_keys
+    if num_queries < 0 or num_keys < 0 or offset < 0:
+        raise ValueError(f"causal_mask needs num_queries, num_keys and offset >= 0 (offset is how many tokens "
+                         f"came before the first query), got {num_queries}, {num_keys} and {offset}")
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(offset)
 
 

@@ -55,7 +55,10 @@ def load_checkpoint(path) -> Checkpoint:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if str(e).startswith("Weights only load failed"):   # objects that only full unpickling could rebuild
+            raise CheckpointError(f"{path} holds Python objects besides tensors and plain containers; the course "
+                                  "does not load such a file, because loading it could run code") from None
+        first = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
                               f"torch.save): {first}") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
@@ -73,10 +76,16 @@ def load_checkpoint(path) -> Checkpoint:
     if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
                               f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")
+    state = payload["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{path}: its state_dict is a {type(state).__name__}, not a mapping of names to tensors")
+    with torch.device("meta"):                 # the shapes the config implies, without allocating any memory
+        expected = {name: tuple(t.shape) for name, t in Transformer(cfg).state_dict().items()}
+    found = {name: tuple(t.shape) for name, t in state.items()}
+    if found != expected:
+        wrong = sorted(set(found) ^ set(expected)) or [n for n in expected if found[n] != expected[n]]
+        raise CheckpointError(f"{path}: the weights do not fit the model its config describes "
+                              f"(e.g. {', '.join(wrong[:3])})")
     model = Transformer(cfg)
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: the weights do not fit the model its config describes: "
-                              f"{str(e).splitlines()[0]}") from None
+    model.load_state_dict(state)
     return Checkpoint(model.eval(), src_vocab, tgt_vocab, payload)

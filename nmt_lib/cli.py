@@ -5,8 +5,10 @@ the settings dataclasses (`TransformerConfig`, `TrainSettings`, `CorpusSettings`
 code share one set of defaults; the tools switch chapter 10's speed-ups on."""
 import argparse
 import math
+import os
 import sys
 import typing
+import warnings
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
@@ -16,13 +18,15 @@ import torch
 from nmt_lib.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.corpus import CorpusSettings, ParallelCorpus, detokenize
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
+from nmt_lib.guards import EXIT_STATUS, beam_batch_size, check_writable, run_lock, stop_on_signals
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.seq2seq import num_parameters
-from nmt_lib.training import TrainSettings, fit
+from nmt_lib.training import StopRequest, TrainSettings, fit
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True}   # chapter 10's switches, on in the tools
-RESUMABLE = ("epochs", "max_steps", "time_limit")                     # settings a resumed run may change
+RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every")  # settings a resumed run may change
+MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
 
 
 def search_for(beam: int):
@@ -31,9 +35,12 @@ def search_for(beam: int):
 
 
 def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = 80,
-                    tokenized: bool = False) -> list[str]:
-    """Raw sentences -> translations, one per input line (empty lines stay empty)."""
+                    tokenized: bool = False, memory_budget: float = MEMORY_BUDGET) -> list[str]:
+    """Raw sentences -> translations, one per input line (empty lines stay empty). Beam search decodes
+    as many lines together as `memory_budget` (MB) allows."""
     french = ckpt.payload["data"].get("french_spacing", True)
+    if beam > 1:
+        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     lines = [line.rstrip("\r\n") for line in lines]
     keep = [i for i, line in enumerate(lines) if line.strip()]
     out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab, ckpt.tgt_vocab, max_len=max_len,
@@ -45,13 +52,20 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
 
 
 def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, limit: int | None = None,
-                        batch_size: int = 64) -> dict:
+                        batch_size: int = 64, data_changed_ok: bool = False,
+                        memory_budget: float = MEMORY_BUDGET) -> dict:
     """sacreBLEU (13a, lowercase) of detokenised output on a held-out split, and the course's token BLEU."""
     import sacrebleu                                   # the standard BLEU; installed with the course
 
-    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path)
+    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
-    result = evaluate_bleu(ckpt.model, getattr(corpus.splits, split), ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
+    pairs = getattr(corpus.splits, split)
+    if not pairs:
+        raise ValueError(f"the {split} split of {corpus.path} is empty ({split}_frac="
+                         f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
+    if beam > 1:
+        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=80, budget_mb=memory_budget, wanted=batch_size)
+    result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
                            max_len=80, batch_size=batch_size, search=search_for(beam))
     hyps = [detokenize(h, french=corpus.settings["french_spacing"]) for h in result.hypotheses]
     refs = [corpus.raw_refs[s] for s in result.sources]
@@ -130,7 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train on the train split of a TSV corpus (source<TAB>target per line).")
     t.add_argument("--out", required=True, help="checkpoint file to write")
     t.add_argument("--resume", action="store_true", help="continue the run saved in --out with its model, data "
-                   "and training settings (only --epochs, --max-steps and --time-limit may be changed)")
+                   "and training settings; only --epochs, --max-steps, --time-limit, --checkpoint-every, "
+                   "--threads and --progress may differ, and --data may say where the corpus is now")
+    t.add_argument("--data-changed-ok", action="store_true", help="resume even if the corpus file differs from "
+                   "the one the run started on (its held-out split may then hold training sentences)")
     t.add_argument("--threads", type=positive, help="CPU threads for PyTorch")
     t.add_argument("--progress", choices=PROGRESS, default="auto", help="auto: a bar in a terminal, a line "
                    "every 30 s in a log file (auto)")
@@ -150,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=positive, help="CPU threads for PyTorch")
     tr.add_argument("--tokenized", action="store_true", help="print tokens as the model writes them")
     ev.add_argument("--data", help="where the corpus is now, if it moved since training")
+    ev.add_argument("--data-changed-ok", action="store_true", help="evaluate even if the corpus file differs "
+                    "from the one the model was trained on")
+    for p in (tr, ev):
+        p.add_argument("--memory-budget", type=number(float, minimum=1), default=MEMORY_BUDGET, metavar="MB",
+                       help=f"beam search decodes as many sentences together as fit in this many MB "
+                       f"({MEMORY_BUDGET})")
     ev.add_argument("--split", choices=["test", "valid"], default="test")
     ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
     return parser
@@ -172,8 +195,25 @@ def new_run(args, parser):
     return settings, corpus, model
 
 
+def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
+    """The options given for a resumed run whose values differ from the run's own (only RESUMABLE may)."""
+    differ = []
+    for cls, stored in ((TransformerConfig, resume["config"]), (TrainSettings, saved_train),
+                        (CorpusSettings, resume["data"])):
+        for f in fields(cls):
+            value = given(args, cls).get(f.name, stored.get(f.name))
+            if f.name not in RESUMABLE + ("path",) and value != stored.get(f.name):
+                differ.append(f"{option(f)[0][0]} {value} (the run has {stored.get(f.name)})")
+    return differ
+
+
 def train_command(args, parser) -> int:
-    out = Path(args.out)
+    out = check_writable(args.out)                # before the corpus is read: no surprise at the first save
+    with run_lock(out):
+        return train_locked(args, parser, out)
+
+
+def train_locked(args, parser, out: Path) -> int:
     resume = None
     if args.resume:
         ckpt = load_checkpoint(out)
@@ -181,9 +221,14 @@ def train_command(args, parser) -> int:
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
             raise CheckpointError(f"{out} holds no training state to resume from")
         saved = {k: v for k, v in {**FAST, **resume["train"]}.items() if k in {f.name for f in fields(TrainSettings)}}
+        differ = resume_differences(args, resume, saved)
+        if differ:
+            raise ValueError("--resume goes on with the run as it started, but these options differ from it: "
+                             + "; ".join(differ) + ". Leave them out, or start a new run with another --out")
         changes = {k: v for k, v in given(args, TrainSettings).items() if k in RESUMABLE}
         settings = TrainSettings(**{**saved, "time_limit": None, **changes})
-        corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None))
+        corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None),
+                                              changed_ok=args.data_changed_ok)
         corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
         model = ckpt.model
         sys.stderr.write(f"resuming {out} at update {resume['progress']['step']:,} "
@@ -193,12 +238,17 @@ def train_command(args, parser) -> int:
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
         settings, corpus, model = new_run(args, parser)
     sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters; checkpoint {out}\n")
-    progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
-                   report=args.progress)
-    history = progress["history"]
-    valid = history["valid_loss"][-1] if history["valid_loss"] else float("nan")
-    print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; valid loss {valid:.3f} "
-          f"(perplexity {math.exp(valid):.2f}); checkpoint {out}")
+    announce = lambda name: sys.stderr.write(f"\n{name}: stopping after the update in progress, then writing {out}\n")
+    with stop_on_signals(StopRequest(), announce) as stop:
+        progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
+                       report=args.progress, stop=stop)
+    if progress["stopped"] in EXIT_STATUS:
+        sys.stderr.write(f"stopped by {progress['stopped']} at update {progress['step']:,}; the checkpoint {out} holds "
+                         f"everything so far. Go on with: python -m nmt_lib train --out {out} --resume\n")
+        return EXIT_STATUS[progress["stopped"]]
+    valid = [v for v in progress["history"]["valid_loss"] if v is not None]
+    held_out = f"valid loss {valid[-1]:.3f} (perplexity {math.exp(valid[-1]):.2f})" if valid else "no validation split"
+    print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; {held_out}; checkpoint {out}")
     return 0
 
 
@@ -207,15 +257,18 @@ def translate_command(args, parser) -> int:
     lines = sys.stdin.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    for text in translate_lines(ckpt, lines, beam=args.beam, batch_size=args.batch_size, tokenized=args.tokenized):
+    for text in translate_lines(ckpt, lines, beam=args.beam, batch_size=args.batch_size, tokenized=args.tokenized,
+                                memory_budget=args.memory_budget):
         sys.stdout.write(text + "\n")
+    sys.stdout.flush()
     return 0
 
 
 def evaluate_command(args, parser) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
-                            batch_size=args.batch_size)
+                            batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
+                            memory_budget=args.memory_budget)
     search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
     print(f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, {search}")
     print(r["score_line"])
@@ -231,11 +284,17 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command}[args.command]
-    try:
-        return command(args, parser)
-    except (CheckpointError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged) as e:
-        sys.stderr.write(f"{parser.prog} {args.command}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write(f"\n{parser.prog} {args.command}: interrupted\n")
-        return 130
+    name = f"{parser.prog} {args.command}"
+    with warnings.catch_warnings():                # a warning is one plain line, not a line of our source
+        warnings.showwarning = lambda message, *rest, **kw: sys.stderr.write(f"{name}: warning: {message}\n")
+        try:
+            return command(args, parser)
+        except (CheckpointError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged) as e:
+            sys.stderr.write(f"{name}: error: {e}\n")
+            return 1
+        except KeyboardInterrupt:
+            sys.stderr.write(f"\n{name}: interrupted\n")
+            return 130
+        except BrokenPipeError:                    # the reader went away (`| head`): nothing left to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0

@@ -73,14 +73,23 @@ class ParallelCorpus(NMTData):
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
 
     @classmethod
-    def from_settings(cls, settings: dict, path=None) -> "ParallelCorpus":
-        """The corpus a checkpoint was trained on (`path` overrides where the file is now)."""
+    def from_settings(cls, settings: dict, path=None, *, changed_ok: bool = False) -> "ParallelCorpus":
+        """The corpus a checkpoint was trained on (`path`, given as --data, says where the file is now).
+
+        A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split could hold
+        sentences the model was trained on."""
+        if path is None and not Path(settings["path"]).exists():
+            raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
+                                    "more; pass --data to say where it is now")
         keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed")
         corpus = cls(path if path is not None else settings["path"], **{k: settings[k] for k in keys})
         if corpus.settings["sha1"] != settings.get("sha1"):
-            sys.stderr.write(f"warning: {corpus.path} differs from the file the model was trained on "
-                             f"(SHA-1 {corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}); "
-                             f"the held-out split may contain training sentences\n")
+            what = (f"{corpus.path} differs from the file the model was trained on (SHA-1 "
+                    f"{corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}), so its held-out "
+                    "split may hold training sentences")
+            if not changed_ok:
+                raise ValueError(what + "; pass --data-changed-ok to go on anyway")
+            sys.stderr.write(f"warning: {what}\n")
         return corpus
 
     def use_vocabularies(self, src_vocab: Vocab, tgt_vocab: Vocab) -> "ParallelCorpus":

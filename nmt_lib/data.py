@@ -69,6 +69,8 @@ def _pad_rows(rows, length, pad_id):
 
 def collate(items, *, pad_id: int, bos_id: int, eos_id: int, num_steps: int | None = None) -> Batch:
     """Pad a list of (src_ids, tgt_ids) into a `Batch`; to `num_steps` if given, else per batch."""
+    if not items:
+        raise ValueError("collate needs at least one (source ids, target ids) pair, got none")
     src = [s + [eos_id] for s, _ in items]
     tgt_in = [[bos_id] + t for _, t in items]
     tgt_out = [t + [eos_id] for _, t in items]
@@ -162,6 +164,8 @@ def padding_fraction(loader) -> dict:
         totals["src_real"] += int(b.src_len.sum())
         totals["tgt"] += b.tgt_out.numel()
         totals["tgt_real"] += int(b.tgt_len.sum())
+    if not totals["tgt"]:
+        raise ValueError("the loader gave no batch: there is nothing to measure (is the split empty?)")
     return {"src": 1 - totals["src_real"] / totals["src"], "tgt": 1 - totals["tgt_real"] / totals["tgt"]}
 
 
@@ -206,9 +210,19 @@ class NMTData:
         return f"NMTData({sizes}; vocab en={len(self.src_vocab):,}, fr={len(self.tgt_vocab):,})"
 
 
+def _check_stream(corpus, batch_size: int, num_steps: int) -> torch.Tensor:
+    corpus = torch.as_tensor(corpus)
+    if batch_size < 1 or num_steps < 1:
+        raise ValueError(f"batch_size and num_steps must be >= 1, got {batch_size} and {num_steps}")
+    if corpus.dim() != 1 or len(corpus) < 2 * num_steps:
+        raise ValueError(f"the token stream needs at least 2 * num_steps = {2 * num_steps} tokens in one "
+                         f"dimension, got shape {tuple(corpus.shape)}")
+    return corpus
+
+
 def seq_data_iter_random(corpus, batch_size: int, num_steps: int, *, generator=None):
     """Yield (X, Y) of shape (B, L) from random non-overlapping subsequences; Y is X shifted by one."""
-    corpus = torch.as_tensor(corpus)
+    corpus = _check_stream(corpus, batch_size, num_steps)
     offset = int(torch.randint(num_steps, (1,), generator=generator))
     corpus = corpus[offset:]
     n_subseqs = (len(corpus) - 1) // num_steps
@@ -221,7 +235,7 @@ def seq_data_iter_random(corpus, batch_size: int, num_steps: int, *, generator=N
 
 def seq_data_iter_sequential(corpus, batch_size: int, num_steps: int, *, generator=None):
     """Yield (X, Y) of shape (B, L) whose rows continue across consecutive batches."""
-    corpus = torch.as_tensor(corpus)
+    corpus = _check_stream(corpus, batch_size, num_steps)
     offset = int(torch.randint(num_steps, (1,), generator=generator))
     n_tokens = ((len(corpus) - offset - 1) // batch_size) * batch_size
     xs = corpus[offset:offset + n_tokens].reshape(batch_size, -1)          # (B, n_tokens / B)

@@ -45,7 +45,9 @@ def evaluate_loss(model, loader, pad_id: int = 0) -> float:
             batch = batch.to(device)
             loss, n = masked_cross_entropy(model(batch.src, batch.src_len, batch.tgt_in), batch.tgt_out, pad_id)
             total, tokens = total + loss.item() * n, tokens + n
-    return total / max(tokens, 1)
+    if tokens == 0:
+        raise ValueError("no target tokens to evaluate: the loader gave none (is the split empty?)")
+    return total / tokens
 
 
 PROGRESS = ("auto", "bar", "lines", "none")

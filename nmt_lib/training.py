@@ -6,6 +6,7 @@ accumulation, in a loop that counts updates and writes checkpoints.
 Shapes: B batch, T target length, N real target tokens, V vocabulary size.
 """
 import math
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -86,6 +87,17 @@ def new_progress() -> dict:
                         "epoch": [], "epoch_step": [], "valid_loss": []}}
 
 
+class StopRequest:
+    """A flag `fit` checks after every update: a signal handler (`signal.signal(SIGINT, stop)`) or any
+    other code sets it, and training stops after the update in progress, with a checkpoint."""
+
+    def __init__(self):
+        self.reason = None
+
+    def __call__(self, signum=None, frame=None):
+        self.reason = self.reason or (signal.Signals(signum).name if signum is not None else "stop requested")
+
+
 def batch_loss(model, batch, settings: TrainSettings, pad_id: int) -> tuple[torch.Tensor, int]:
     """The label-smoothed cross-entropy of a batch, summed over its N real target tokens, and N."""
     keep = batch.tgt_out != pad_id                                            # (B, T)
@@ -101,13 +113,15 @@ def batch_loss(model, batch, settings: TrainSettings, pad_id: int) -> tuple[torc
 
 
 def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | None = None, checkpoint=None,
-        save_kwargs: dict | None = None, report: str = "auto") -> dict:
+        save_kwargs: dict | None = None, report: str = "auto", stop: StopRequest | None = None) -> dict:
     """Train `model` on `data`'s train split by updates of `settings.tokens_per_update` target tokens.
 
     Adam with the paper's settings (or `optimizer`), the rate from `noam_schedule`, the loss from
     `batch_loss`, on the model's device. `resume` is a checkpoint's payload: training goes on from
     its progress, optimizer and schedule. Writes `checkpoint` (a path) every `checkpoint_every`
-    updates, at each epoch end and when it stops. `report`: see `progress_bar`. Returns the progress.
+    updates, at each epoch end and when it stops (`stop`, a `StopRequest`, asks it to stop early).
+    Without a validation split the epochs end without a held-out loss. `report`: see `progress_bar`.
+    Returns the progress; `progress["stopped"]` says why it stopped before its epochs ran out.
     """
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
     params = [p for p in model.parameters() if p.requires_grad]
@@ -141,6 +155,8 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
                             optimizer=optimizer, schedule=schedule, **(save_kwargs or {}))
 
     def stop_reason():
+        if stop is not None and stop.reason is not None:
+            return stop.reason
         if settings.max_steps is not None and progress["step"] >= settings.max_steps:
             return "max_steps"
         if settings.time_limit is not None and (time.perf_counter() - start) / 60 > settings.time_limit:
@@ -148,8 +164,8 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
         return None
 
     model.train()
-    stop = stop_reason()
-    while progress["epoch"] <= settings.epochs and stop is None:
+    stopping = stop_reason()
+    while progress["epoch"] <= settings.epochs and stopping is None:
         sampler.set_epoch(progress["epoch"])
         batches = list(sampler)
         acc_loss, acc_tokens = 0.0, 0
@@ -186,23 +202,27 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
                 acc_loss, acc_tokens = 0.0, 0
                 if settings.checkpoint_every and progress["step"] % settings.checkpoint_every == 0:
                     save()
-                stop = stop_reason()
-                if stop is not None:
+                stopping = stop_reason()
+                if stopping is not None:
                     break
             else:                                     # the epoch ran to its end
-                valid_loss = evaluate_loss(model, valid, pad_id)
+                valid_loss = evaluate_loss(model, valid, pad_id) if data.splits.valid else None
                 history["epoch"].append(progress["epoch"])
                 history["epoch_step"].append(progress["step"])
                 history["valid_loss"].append(valid_loss)
-                bar.set_postfix_str(f"step {progress['step']:,}, train loss {history['train_loss'][-1]:.3f}, valid "
-                                    f"loss {valid_loss:.3f} (perplexity {math.exp(valid_loss):.2f}), "
-                                    f"{tokens_seen / (time.perf_counter() - start):,.0f} tok/s", refresh=False)
+                held_out = ("no validation split" if valid_loss is None else
+                            f"valid loss {valid_loss:.3f} (perplexity {math.exp(valid_loss):.2f})")
+                bar.set_postfix_str(f"step {progress['step']:,}, train loss {history['train_loss'][-1]:.3f}, "
+                                    f"{held_out}, {tokens_seen / (time.perf_counter() - start):,.0f} tok/s",
+                                    refresh=False)
                 progress["epoch"] += 1
                 progress["batch"] = 0
                 save()
-    if stop == "time_limit" and report != "none":
+                stopping = stop_reason()
+    if stopping == "time_limit" and report != "none":
         sys.stderr.write(f"time limit of {settings.time_limit} min reached at update {progress['step']:,}"
                          + ("; resume with --resume\n" if checkpoint is not None else "\n"))
+    progress["stopped"] = stopping
     save()
     model.eval()
     return progress
@@ -214,7 +234,7 @@ def plot_history(history: dict, title: str = "training"):
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
     ax1.plot(history["step"], history["train_loss"], lw=0.6, alpha=0.7, label="train (smoothed objective)")
-    if history["valid_loss"]:
+    if history["valid_loss"] and None not in history["valid_loss"]:
         ax1.plot(history["epoch_step"], history["valid_loss"], "s--", label="valid (cross-entropy)")
     ax1.set(xlabel="update step", ylabel="loss per target token", title=title)
     ax1.legend()

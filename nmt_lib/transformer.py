@@ -33,6 +33,7 @@ class TransformerConfig:
     pad_id: int = 0
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm); off: after it, as in the paper")
     fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
+    MAX_LEN = 65_536           # a class constant, not a field: far beyond any sentence of the course
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
@@ -42,6 +43,9 @@ class TransformerConfig:
             raise ValueError(f"d_model ({self.d_model}) must be even and a multiple of n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.max_len > self.MAX_LEN:
+            raise ValueError(f"max_len must be at most {self.MAX_LEN:,} (the table holds max_len x d_model numbers), "
+                             f"got {self.max_len:,}")
 
 
 class PositionWiseFFN(nn.Module):

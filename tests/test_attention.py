@@ -222,3 +222,10 @@ def test_show_heatmaps_labels_and_errors():
         show_heatmaps(torch.rand(3, 4), "k", "q")
     with pytest.raises(ValueError, match="x_tokens"):
         show_heatmaps(torch.rand(1, 1, 2, 3), "k", "q", x_tokens=["a"])
+
+
+def test_causal_mask_rejects_negative_sizes_and_offsets():
+    with pytest.raises(ValueError, match="offset"):
+        causal_mask(3, 5, offset=-1)
+    with pytest.raises(ValueError, match="num_queries"):
+        causal_mask(-2)

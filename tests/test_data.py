@@ -300,3 +300,18 @@ def test_nmtdata_fingerprint_changes_with_the_data():
     assert D.NMTData(pairs[:-1]).fingerprint() != base
     assert D.NMTData(pairs, min_freq=1).fingerprint() != base          # the default is 2
     assert D.NMTData(pairs, seed=1).fingerprint() != base
+
+
+def test_edges_get_clear_errors():
+    with pytest.raises(ValueError, match="at least one"):
+        D.collate([], pad_id=0, bos_id=1, eos_id=2)
+    vocab = T.Vocab(["a b"])
+    empty = D.make_loader(D.TranslationDataset([], vocab, vocab), batch_size=4)
+    with pytest.raises(ValueError, match="no batch"):
+        D.padding_fraction(empty)
+    for it in (D.seq_data_iter_random, D.seq_data_iter_sequential):
+        with pytest.raises(ValueError, match="at least 2 \\* num_steps"):
+            list(it([], batch_size=2, num_steps=3))
+        with pytest.raises(ValueError, match="must be >= 1"):
+            list(it(range(20), batch_size=0, num_steps=3))
+        assert len(list(it(range(6), batch_size=1, num_steps=3))) >= 1     # the smallest stream that works

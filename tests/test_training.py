@@ -1,6 +1,7 @@
 """nmt_lib.training, checkpoint, corpus and cli: schedule, label smoothing, accumulation, the two loss
 paths, checkpoints, resume and the command-line tools."""
 import argparse
+import os
 import subprocess
 import sys
 from dataclasses import fields
@@ -10,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt_lib import cli, course
+from nmt_lib import cli, course, guards
 from nmt_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt_lib.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
 from nmt_lib.data import Batch
@@ -252,14 +253,25 @@ def test_loading_is_safe_and_mismatches_are_caught(tmp_path, de_corpus):
     path, _ = saved(tmp_path, de_corpus)
     payload = torch.load(path, weights_only=True)
     torch.save(dict(payload, extra=Payload()), tmp_path / "code.pt")
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="could run code") as err:
         load_checkpoint(tmp_path / "code.pt")
+    assert "weights_only" not in str(err.value)               # torch's advice to load it unsafely is not repeated
     torch.save(dict(payload, tgt_vocab=payload["tgt_vocab"][:-1]), tmp_path / "vocab.pt")
     with pytest.raises(CheckpointError, match="do not match"):
         load_checkpoint(tmp_path / "vocab.pt")
     torch.save(dict(payload, config=dict(payload["config"], d_ff=48)), tmp_path / "shape.pt")
     with pytest.raises(CheckpointError, match="do not fit"):
         load_checkpoint(tmp_path / "shape.pt")
+    torch.save(dict(payload, state_dict=list(payload["state_dict"].values())), tmp_path / "list.pt")
+    with pytest.raises(CheckpointError, match="state_dict is a list"):
+        load_checkpoint(tmp_path / "list.pt")
+    # a config that asks for an enormous model is refused from the shapes alone, before any memory is taken
+    torch.save(dict(payload, config=dict(payload["config"], d_model=2 ** 26, n_heads=2)), tmp_path / "huge.pt")
+    with pytest.raises(CheckpointError, match="do not fit"):
+        load_checkpoint(tmp_path / "huge.pt")
+    torch.save(dict(payload, config=dict(payload["config"], max_len=2 ** 26)), tmp_path / "long.pt")
+    with pytest.raises(CheckpointError, match="max_len must be at most"):
+        load_checkpoint(tmp_path / "long.pt")
 
 
 def test_save_is_atomic_a_failed_save_keeps_the_old_file(tmp_path, de_corpus, monkeypatch):
@@ -388,3 +400,114 @@ def test_the_corpus_path_is_stored_absolute(tmp_path, de_corpus, monkeypatch):
     monkeypatch.chdir(de_corpus.parent)
     corpus = ParallelCorpus(de_corpus.name, min_freq=1)
     assert Path(corpus.settings["path"]).is_absolute() and Path(corpus.settings["path"]) == de_corpus
+
+
+
+# ---------------------------------------------------------------- issue 18: never losing work
+
+def tiny_train_args(corpus, out, *extra):
+    return ["train", "--data", corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1, "--max-tokens", 80,
+            "--tokens-per-update", 100, "--warmup", 2, "--min-freq", 1, "--progress", "none", "--out", out, *extra]
+
+
+def test_an_unwritable_out_fails_before_the_corpus_is_read(tmp_path, de_corpus, monkeypatch, capsys):
+    read = []
+    monkeypatch.setattr(cli, "ParallelCorpus", lambda *a, **k: read.append(1))
+    (tmp_path / "afile").write_text("not a folder")
+    assert cli.main([str(a) for a in tiny_train_args(de_corpus, tmp_path / "afile" / "x.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "afile is a file, not a folder" in err and err.count("\n") == 1 and not read
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(guards.tempfile, "NamedTemporaryFile", refuse)   # as a read-only folder answers
+    assert cli.main([str(a) for a in tiny_train_args(de_corpus, tmp_path / "ro" / "x.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the checkpoint" in err and "Permission denied" in err and not read
+
+
+def test_resume_takes_the_changeable_options_and_refuses_the_others(tmp_path, de_corpus):
+    out = tmp_path / "r.pt"
+    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 2)).returncode == 0
+    bad = cli_run("train", "--out", out, "--resume", "--d-model", 32, "--lr-factor", 0.9, "--max-pairs", 10,
+                  "--seed", 1, "--max-steps", 3, "--progress", "none")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert "--d-model 32 (the run has 16)" in bad.stderr and "--lr-factor 0.9 (the run has 0.5)" in bad.stderr
+    assert "--max-pairs 10 (the run has None)" in bad.stderr and "--seed" not in bad.stderr   # the same value: fine
+    good = cli_run("train", "--out", out, "--resume", "--d-model", 16, "--max-steps", 3, "--checkpoint-every", 1,
+                   "--progress", "none")
+    assert good.returncode == 0, good.stderr
+    assert load_checkpoint(out).step == 3
+
+
+def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus):
+    out = tmp_path / "c.pt"
+    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 2)).returncode == 0
+    changed = tmp_path / "changed.txt"
+    changed.write_text(de_corpus.read_text() + "Go!\tLos!\tCC-BY\n")
+    refused = cli_run("train", "--out", out, "--resume", "--data", changed, "--max-steps", 3, "--progress", "none")
+    assert refused.returncode == 1 and "--data-changed-ok" in refused.stderr and "differs" in refused.stderr
+    taken = cli_run("train", "--out", out, "--resume", "--data", changed, "--data-changed-ok", "--max-steps", 3,
+                    "--progress", "none")
+    assert taken.returncode == 0 and "warning" in taken.stderr
+    assert load_checkpoint(out).payload["data"]["path"] == str(changed)   # the run goes on with the new file
+    changed.rename(tmp_path / "elsewhere.txt")
+    moved = cli_run("evaluate", "--checkpoint", out)
+    assert moved.returncode == 1 and "--data" in moved.stderr and "not there any more" in moved.stderr
+    assert cli_run("evaluate", "--checkpoint", out, "--data", tmp_path / "elsewhere.txt").returncode == 0
+
+
+def test_without_a_validation_split_train_says_so_and_an_empty_test_split_is_an_error(tmp_path, de_corpus):
+    out = tmp_path / "v.pt"
+    run = cli_run(*tiny_train_args(de_corpus, out, "--epochs", 1, "--valid-frac", 0))
+    assert run.returncode == 0, run.stderr
+    assert "no validation split" in run.stdout and "valid loss" not in run.stdout
+    out2 = tmp_path / "t.pt"
+    assert cli_run(*tiny_train_args(de_corpus, out2, "--max-steps", 1, "--test-frac", 0)).returncode == 0
+    empty = cli_run("evaluate", "--checkpoint", out2)
+    assert empty.returncode == 1 and "test split" in empty.stderr and "is empty" in empty.stderr
+    assert "Traceback" not in empty.stderr
+
+
+def test_a_second_run_on_the_same_checkpoint_is_refused_and_a_dead_runs_lock_taken_over(tmp_path, de_corpus):
+    out = tmp_path / "l.pt"
+    with guards.run_lock(out):                                  # another run holds it
+        busy = cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1))
+    assert busy.returncode == 1 and f"pid {os.getpid()}" in busy.stderr and not out.exists()
+    (tmp_path / ".l.pt.lock").write_text("999999999\n")          # left by a run that died: nobody holds it
+    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1)).returncode == 0
+
+
+def test_checkpoints_follow_the_umask(tmp_path, de_corpus):
+    out = tmp_path / "u.pt"
+    old = os.umask(0o022)
+    try:
+        assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1)).returncode == 0
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_beam_search_keeps_to_its_memory_budget():
+    cfg = TransformerConfig(100, 16_936, d_model=128, n_layers=3)
+    assert guards.beam_batch_size(4, cfg, max_len=80, budget_mb=2048, wanted=64) == 64
+    small = guards.beam_batch_size(64, cfg, max_len=80, budget_mb=2048, wanted=64)
+    assert 1 <= small < 64 and small * 64 * 4 * (8 * 16_936 + 4 * 3 * 80 * 128) <= 2048 * 2 ** 20
+    with pytest.raises(ValueError, match="more than the memory budget of 2,048 MB.*at most --beam"):
+        guards.beam_batch_size(100_000, cfg, max_len=80, budget_mb=2048, wanted=64)
+
+
+def test_translate_into_a_closed_pipe_and_over_long_lines_stay_quiet(tmp_path, de_corpus):
+    out = tmp_path / "p.pt"
+    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1)).returncode == 0
+    # 200,000 empty lines give 200,000 output lines, far more than a pipe holds once `head` has gone
+    piped = subprocess.run(f"yes '' | head -200000 | {sys.executable} -m nmt_lib translate --checkpoint {out} "
+                           f"| head -1", shell=True, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr
+    long = cli_run("translate", "--checkpoint", out, stdin="I am " + "very " * 150 + "tired.\n")
+    assert long.returncode == 0
+    assert long.stderr.strip() == ("python -m nmt_lib translate: warning: 1 sentence(s) longer than max_src_len=100 "
+                                   "tokens were cut to their first 100 tokens")
+    huge = cli_run("translate", "--checkpoint", out, "--beam", 100_000, stdin="I am tired.\n")
+    assert huge.returncode == 1 and "--memory-budget" in huge.stderr and huge.stderr.count("\n") == 1
