@@ -336,18 +336,23 @@ def decoding_model(args, report):
     return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates", path
 
 
+# Peak memory must be counted from a small parent: Linux's ru_maxrss includes the image a child is forked
+# from before it exec()s, and this process is gigabytes large by then. The launcher is a fresh, small Python
+# that starts the command and prints the command's own peak (kilobytes), then exits with its status.
+LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, usage = os.wait4(p.pid, 0); "
+            "print(usage.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(status))")
+
+
 def peak_memory_mb(checkpoint: Path, sentences, beam: int) -> float:
-    """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over `sentences`, measured in a
-    process of its own (the operating system's count for that process, model and Python included)."""
-    cmd = [sys.executable, "-m", "nmt_lib", "translate", "--checkpoint", str(checkpoint), "--beam", str(beam),
-           "--threads", "2"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    proc.stdin.write(("\n".join(sentences) + "\n").encode())
-    proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"translate --beam {beam} failed: {proc.stderr.read().decode()[-2000:]}")
-    return usage.ru_maxrss / 1024                                # kilobytes on Linux
+    """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over `sentences`, in a process of
+    its own (the operating system's count for that process, model and Python included)."""
+    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "nmt_lib", "translate", "--checkpoint",
+           str(checkpoint), "--beam", str(beam), "--threads", "2"]
+    run = subprocess.run(cmd, input="\n".join(sentences) + "\n", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, cwd=ROOT)
+    if run.returncode != 0:
+        raise SystemExit(f"translate --beam {beam} failed: {run.stderr[-2000:]}")
+    return int(run.stderr.strip().splitlines()[-1]) / 1024        # kilobytes on Linux
 
 
 class LastPosition(nn.Module):
