@@ -51,7 +51,7 @@ chromium:
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 
-# The fault-injection tests of `make test` (20 SIGKILLs, SIGINTs), with many more faults: about 10 minutes.
+# The fault-injection tests of `make test` (20 SIGKILLs, SIGINTs), with many more faults: about 3 minutes.
 soak: $(STAMP)
 	NMT_SOAK_FAULTS=$${NMT_SOAK_FAULTS:-300} $(BIN)/python -m pytest tests/test_faults.py -s
 

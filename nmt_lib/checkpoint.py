@@ -55,7 +55,7 @@ def load_checkpoint(path) -> Checkpoint:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
-        if str(e).startswith("Weights only load failed"):   # objects that only full unpickling could rebuild
+        if "Unsupported global" in str(e):   # objects that only full unpickling could rebuild
             raise CheckpointError(f"{path} holds Python objects besides tensors and plain containers; the course "
                                   "does not load such a file, because loading it could run code") from None
         first = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
