@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the course trains and decodes, against a d2l-style baseline and torch.nn.Transformer.
 
-    python bench/bench.py                      # the full benchmark (about 7 minutes on 2 CPU cores)
+    python bench/bench.py                      # the full benchmark (about 8 minutes on 2 CPU cores)
     python bench/bench.py --rounds 2 --steps 2 --decode-sentences 40 --skip-nbval   # a smoke run
 
 Each comparison runs its contenders alternately, in this one process, on the same batches, for
