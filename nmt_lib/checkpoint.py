@@ -47,13 +47,13 @@ class Checkpoint:
         return (self.payload.get("progress") or {}).get("step", 0)
 
 
-def load_checkpoint(path) -> Checkpoint:
-    """Read a checkpoint safely (`weights_only=True`); raise `CheckpointError` saying what is wrong."""
+def load_checkpoint(path, device="cpu") -> Checkpoint:
+    """Read a checkpoint safely (`weights_only=True`) onto `device`; raise `CheckpointError` saying what is wrong."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
         if "Unsupported global" in str(e):   # objects that only full unpickling could rebuild
             raise CheckpointError(f"{path} holds Python objects besides tensors and plain containers; the course "
@@ -86,6 +86,6 @@ def load_checkpoint(path) -> Checkpoint:
         wrong = sorted(set(found) ^ set(expected)) or [n for n in expected if found[n] != expected[n]]
         raise CheckpointError(f"{path}: the weights do not fit the model its config describes "
                               f"(e.g. {', '.join(wrong[:3])})")
-    model = Transformer(cfg)
+    model = Transformer(cfg).to(device)
     model.load_state_dict(state)
     return Checkpoint(model.eval(), src_vocab, tgt_vocab, payload)

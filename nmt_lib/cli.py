@@ -10,15 +10,15 @@ import sys
 import typing
 import warnings
 from dataclasses import fields
-from functools import partial
 from pathlib import Path
 
 import torch
 
 from nmt_lib.checkpoint import CheckpointError, load_checkpoint
-from nmt_lib.corpus import CorpusSettings, ParallelCorpus, detokenize
-from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
-from nmt_lib.guards import EXIT_STATUS, beam_batch_size, check_writable, run_lock, stop_on_signals
+from nmt_lib.corpus import CorpusSettings, ParallelCorpus
+from nmt_lib.device import default_device, parse_device, use_threads
+from nmt_lib.guards import EXIT_STATUS, check_writable, run_lock, stop_on_signals
+from nmt_lib.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.seq2seq import num_parameters
 from nmt_lib.training import StopRequest, TrainSettings, fit
@@ -26,55 +26,6 @@ from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True}   # chapter 10's switches, on in the tools
 RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every")  # settings a resumed run may change
-MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
-
-
-def search_for(beam: int):
-    """Greedy decoding for beam 1, else beam search with `beam` hypotheses."""
-    return greedy_decode if beam == 1 else partial(beam_search, beam_size=beam)
-
-
-def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = 80,
-                    tokenized: bool = False, memory_budget: float = MEMORY_BUDGET) -> list[str]:
-    """Raw sentences -> translations, one per input line (empty lines stay empty). Beam search decodes
-    as many lines together as `memory_budget` (MB) allows."""
-    french = ckpt.payload["data"].get("french_spacing", True)
-    if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
-    lines = [line.rstrip("\r\n") for line in lines]
-    keep = [i for i, line in enumerate(lines) if line.strip()]
-    out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab, ckpt.tgt_vocab, max_len=max_len,
-                    batch_size=batch_size, search=search_for(beam))
-    result = [""] * len(lines)
-    for i, text in zip(keep, out):
-        result[i] = text if tokenized else detokenize(text, french=french)
-    return result
-
-
-def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, limit: int | None = None,
-                        batch_size: int = 64, data_changed_ok: bool = False,
-                        memory_budget: float = MEMORY_BUDGET) -> dict:
-    """sacreBLEU (13a, lowercase) of detokenised output on a held-out split, and the course's token BLEU."""
-    import sacrebleu                                   # the standard BLEU; installed with the course
-
-    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
-    corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
-    pairs = getattr(corpus.splits, split)
-    if not pairs:
-        raise ValueError(f"the {split} split of {corpus.path} is empty ({split}_frac="
-                         f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
-    if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=80, budget_mb=memory_budget, wanted=batch_size)
-    result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
-                           max_len=80, batch_size=batch_size, search=search_for(beam))
-    hyps = [detokenize(h, french=corpus.settings["french_spacing"]) for h in result.hypotheses]
-    refs = [corpus.raw_refs[s] for s in result.sources]
-    streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
-    metric = sacrebleu.BLEU(lowercase=True)
-    score = metric.corpus_score(hyps, streams)
-    return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
-            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
-            "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5]))}
 
 
 def number(kind, optional: bool = False, minimum=None):
@@ -145,10 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="checkpoint file to write")
     t.add_argument("--resume", action="store_true", help="continue the run saved in --out with its model, data "
                    "and training settings; only --epochs, --max-steps, --time-limit, --checkpoint-every, "
-                   "--threads and --progress may differ, and --data may say where the corpus is now")
+                   "--threads, --device and --progress may differ, and --data may say where the corpus is now")
     t.add_argument("--data-changed-ok", action="store_true", help="resume even if the corpus file differs from "
                    "the one the run started on (its held-out split may then hold training sentences)")
-    t.add_argument("--threads", type=positive, help="CPU threads for PyTorch")
     t.add_argument("--progress", choices=PROGRESS, default="auto", help="auto: a bar in a terminal, a line "
                    "every 30 s in a log file (auto)")
     add_settings(t, CorpusSettings)
@@ -164,7 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--checkpoint", required=True, help="checkpoint written by train")
         p.add_argument("--beam", type=positive, default=1, help="beam size, 1 for greedy (1)")
         p.add_argument("--batch-size", type=positive, default=64, help="sentences decoded together (64)")
-        p.add_argument("--threads", type=positive, help="CPU threads for PyTorch")
     tr.add_argument("--tokenized", action="store_true", help="print tokens as the model writes them")
     ev.add_argument("--data", help="where the corpus is now, if it moved since training")
     ev.add_argument("--data-changed-ok", action="store_true", help="evaluate even if the corpus file differs "
@@ -175,10 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
                        f"({MEMORY_BUDGET})")
     ev.add_argument("--split", choices=["test", "valid"], default="test")
     ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
+    for p in (t, tr, ev):
+        p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: $NMT_DEVICE, else a GPU if there is one)")
+        p.add_argument("--threads", type=positive, help="CPU threads for PyTorch (default: $NMT_THREADS, else all cores)")
     return parser
 
 
-def new_run(args, parser):
+def new_run(args, parser, device):
     """Settings, corpus and a fresh model for a run that starts now; bad settings stop before any reading."""
     try:
         settings = TrainSettings(**given(args, TrainSettings, FAST))
@@ -192,7 +144,7 @@ def new_run(args, parser):
     corpus = ParallelCorpus(**corpus_options)
     torch.manual_seed(settings.seed)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options))
-    return settings, corpus, model
+    return settings, corpus, model.to(device)          # initialised on the CPU: the same weights on any device
 
 
 def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
@@ -216,7 +168,7 @@ def train_command(args, parser) -> int:
 def train_locked(args, parser, out: Path) -> int:
     resume = None
     if args.resume:
-        ckpt = load_checkpoint(out)
+        ckpt = load_checkpoint(out, device=args.device)
         resume = ckpt.payload
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
             raise CheckpointError(f"{out} holds no training state to resume from")
@@ -236,8 +188,8 @@ def train_locked(args, parser, out: Path) -> int:
     else:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
-        settings, corpus, model = new_run(args, parser)
-    sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters; checkpoint {out}\n")
+        settings, corpus, model = new_run(args, parser, args.device)
+    sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}; checkpoint {out}\n")
     announce = lambda name: sys.stderr.write(f"\n{name}: stopping after the update in progress, then writing {out}\n")
     with stop_on_signals(StopRequest(), announce) as stop:
         progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
@@ -253,7 +205,7 @@ def train_locked(args, parser, out: Path) -> int:
 
 
 def translate_command(args, parser) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_checkpoint(args.checkpoint, device=args.device)
     lines = sys.stdin.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -265,7 +217,7 @@ def translate_command(args, parser) -> int:
 
 
 def evaluate_command(args, parser) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_checkpoint(args.checkpoint, device=args.device)
     r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
                             batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
                             memory_budget=args.memory_budget)
@@ -281,10 +233,13 @@ def main(argv=None) -> int:
     """Entry point of `python -m nmt_lib`; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command}[args.command]
     name = f"{parser.prog} {args.command}"
+    try:
+        args.device = parse_device(args.device, source="--device") if args.device else default_device()
+        use_threads(args.threads)
+    except ValueError as e:
+        parser.error(str(e))
     with warnings.catch_warnings():                # a warning is one plain line, not a line of our source
         warnings.showwarning = lambda message, *rest, **kw: sys.stderr.write(f"{name}: warning: {message}\n")
         try:

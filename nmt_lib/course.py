@@ -96,18 +96,21 @@ def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):
 
     `fit(model)` trains in place and returns `info`, a dict of numbers and lists (kept with the
     weights). `key` holds every setting that changes the result; with `reuse=False` the model
-    is always trained and the cache entry replaced.
+    is always trained and the cache entry replaced. The weights load onto the device `build()` chose,
+    and are stored on the CPU, so a model trained on a GPU loads on a machine without one.
     """
     digest = hashlib.sha1(json.dumps({"quick": quick_mode(), **key}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / f"{name}-{digest}.pt"
     model = build()
     if reuse and path.exists():
         try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
+            device = next(model.parameters(), torch.empty(0)).device
+            saved = torch.load(path, map_location=device, weights_only=True)
             model.load_state_dict(saved["state_dict"])
             return model, saved["info"]
         except (RuntimeError, KeyError, EOFError, OSError, ValueError) as e:   # corrupt or mismatched
             warnings.warn(f"ignoring unusable cache file {path} ({type(e).__name__}: {e}); training instead")
     info = fit(model)
-    atomic_save({"state_dict": model.state_dict(), "info": info, "key": key}, path)
+    weights = {k: v.cpu() for k, v in model.state_dict().items()}
+    atomic_save({"state_dict": weights, "info": info, "key": key}, path)
     return model, info

@@ -13,6 +13,7 @@ import torch
 
 from nmt_lib.course import cached_fit, pick
 from nmt_lib.data import NMTData
+from nmt_lib.device import default_device
 from nmt_lib.loop import train
 from nmt_lib.seq2seq import make_rnn, num_parameters, xavier_init
 
@@ -31,17 +32,19 @@ def fit_on_splits(model, data, *, epochs: int, batch_size: int = 128, **train_kw
             "parameters": num_parameters(model)}
 
 
-def train_rnn(kind: str, data, *, reuse: bool = True, progress: str = "auto"):
+def train_rnn(kind: str, data, *, reuse: bool = True, progress: str = "auto", device=None):
     """Chapter 4b's recipe for `kind` ("seq2seq" or "bahdanau"), through the model cache.
 
-    Returns `(model, info)`; info holds the per-epoch history, training seconds and parameters.
+    Returns `(model, info)`; info holds the per-epoch history, training seconds and parameters. The model
+    is initialised on the CPU (the same weights everywhere), then trained on `device` (`default_device()`).
     """
     settings = dict(embed_size=pick(256, 64), num_hiddens=pick(256, 64), num_layers=1, dropout=0.2)
     epochs, lr, batch_size, seed = pick(6, 3), pick(2e-3, 5e-3), 128, 1
 
     def build():
         torch.manual_seed(seed)
-        return xavier_init(make_rnn(kind, len(data.src_vocab), len(data.tgt_vocab), **settings))
+        model = xavier_init(make_rnn(kind, len(data.src_vocab), len(data.tgt_vocab), **settings))
+        return model.to(device or default_device())
 
     def fit(model):
         return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size, lr=lr, progress=progress,
@@ -60,15 +63,15 @@ def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.
     return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
 
 
-def train_transformer(data, *, reuse: bool = True, progress: str = "auto"):
-    """Chapter 7's recipe, through the model cache: returns `(model, info)` like `train_rnn`."""
+def train_transformer(data, *, reuse: bool = True, progress: str = "auto", device=None):
+    """Chapter 7's recipe, through the model cache: returns `(model, info)` like `train_rnn`, on `device`."""
     cfg = TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=pick(128, 64), n_heads=4,
                             d_ff=pick(512, 128), n_layers=2, dropout=0.1)
     epochs, lr, batch_size, seed = pick(8, 3), pick(1e-3, 2e-3), 128, 1
 
     def build():
         torch.manual_seed(seed)
-        return Transformer(cfg)
+        return Transformer(cfg).to(device or default_device())
 
     def fit(model):
         return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size,

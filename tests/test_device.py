@@ -1,0 +1,146 @@
+"""nmt_lib.device: the device and thread choice, and the code paths that must follow a model's device.
+
+Tests marked `cuda` need an NVIDIA GPU and are skipped, with that reason, on a CPU-only machine."""
+from functools import partial
+
+import pytest
+import torch
+
+from nmt_lib import cli, course
+from nmt_lib.checkpoint import load_checkpoint, save_checkpoint
+from nmt_lib.corpus import ParallelCorpus
+from nmt_lib.decoding import beam_search, greedy_decode, translate
+from nmt_lib.device import DeviceError, default_device, describe_device, parse_device, use_threads
+from nmt_lib.training import TrainSettings, batch_loss
+from nmt_lib.transformer import Transformer, TransformerConfig
+from test_training import de_corpus, tiny_model  # noqa: F401  (de_corpus is a fixture)
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA); this machine has none")
+
+
+def test_nmt_device_overrides_the_choice(monkeypatch):
+    monkeypatch.setenv("NMT_DEVICE", " CPU ")
+    assert default_device() == torch.device("cpu")
+    monkeypatch.delenv("NMT_DEVICE")
+    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert default_device().type == expected
+
+
+@pytest.mark.parametrize("name, message", [("gpu", "not a device the course knows"), ("cuda:x", "not a device"),
+                                           ("xla", "not a device the course knows")])
+def test_an_unknown_device_is_a_one_line_error_naming_where_it_came_from(monkeypatch, name, message):
+    monkeypatch.setenv("NMT_DEVICE", name)
+    with pytest.raises(DeviceError, match=message) as err:
+        default_device()
+    assert str(err.value).startswith(f"NMT_DEVICE '{name}'") and "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_an_unavailable_device_is_refused():
+    with pytest.raises(DeviceError, match="no CUDA GPU"):
+        parse_device("cuda")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(DeviceError, match="MPS backend is not available"):
+            parse_device("mps")
+
+
+def test_threads_follow_nmt_threads_and_keep_the_default_otherwise(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("NMT_THREADS", raising=False)
+        assert use_threads() == before                       # nothing said: PyTorch's default stays
+        monkeypatch.setenv("NMT_THREADS", "1")
+        assert use_threads() == 1 == torch.get_num_threads()
+        assert use_threads(2) == 2                           # an explicit number wins over the variable
+        for bad in ["two", "-1", "1.5"]:
+            monkeypatch.setenv("NMT_THREADS", bad)
+            with pytest.raises(DeviceError, match="not a positive whole number"):
+                use_threads()
+        with pytest.raises(DeviceError, match="at least 1"):
+            use_threads(0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_describe_device_names_the_threads_on_a_cpu():
+    assert describe_device("cpu") == f"device: cpu ({torch.get_num_threads()} threads)"
+
+
+def test_cli_refuses_an_unknown_device_before_doing_anything(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "--out", str(tmp_path / "x.pt"), "--device", "tpu"])
+    assert e.value.code == 2 and "--device 'tpu' is not a device the course knows" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_translates_on_the_device_it_is_given(tmp_path, de_corpus, capsys, monkeypatch):  # noqa: F811
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
+                                          d_ff=32, n_layers=1))
+    path = save_checkpoint(tmp_path / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("I am tired.\n"))
+    seen = []
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.append(n))
+    original = load_checkpoint
+    monkeypatch.setattr(cli, "load_checkpoint", lambda p, device: seen.append(device) or original(p, device=device))
+    assert cli.main(["translate", "--checkpoint", str(path), "--device", "cpu", "--threads", "1"]) == 0
+    assert seen == [1, torch.device("cpu")] and len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_cached_fit_stores_weights_on_the_cpu_and_loads_them_where_build_puts_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **kw: loads.append(kw.get("map_location")) or real_load(*a, **kw))
+    build = lambda: torch.nn.Linear(2, 2)
+    course.cached_fit("lin", {"a": 1}, build, lambda m: {"trained": True})
+    stored = real_load(next(tmp_path.rglob("lin-*.pt")), weights_only=True)["state_dict"]
+    assert all(t.device.type == "cpu" for t in stored.values())
+    course.cached_fit("lin", {"a": 1}, build, lambda m: pytest.fail("should load, not train"))
+    assert loads == [torch.device("cpu")]
+
+
+def small_batch(corpus):
+    return next(iter(corpus.loader("train", batch_size=8)))
+
+
+@cuda
+def test_cpu_and_cuda_give_the_same_loss_gradients_and_translations(de_corpus):  # noqa: F811
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    batch, settings = small_batch(corpus), TrainSettings(label_smoothing=0.1)
+    results = {}
+    for device in ["cpu", "cuda"]:
+        model = tiny_model(corpus, dropout=0.0).to(device)
+        loss, n = batch_loss(model, batch.to(device), settings, corpus.tgt_vocab.pad_id)
+        (loss * n).backward()
+        grads = [p.grad.cpu() for p in model.parameters()]
+        sentences = [s for s, _ in corpus.splits.train[:16]]
+        greedy = translate(model, sentences, corpus.src_vocab, corpus.tgt_vocab, max_len=12)
+        beam = translate(model, sentences, corpus.src_vocab, corpus.tgt_vocab, max_len=12,
+                         search=partial(beam_search, beam_size=3))
+        results[device] = (loss.item(), grads, greedy, beam)
+    (l_cpu, g_cpu, t_cpu, b_cpu), (l_gpu, g_gpu, t_gpu, b_gpu) = results["cpu"], results["cuda"]
+    assert abs(l_cpu - l_gpu) < 1e-4
+    for a, b in zip(g_cpu, g_gpu):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)
+    assert t_cpu == t_gpu and b_cpu == b_gpu
+
+
+@cuda
+def test_a_checkpoint_saved_on_cuda_loads_on_the_cpu(tmp_path, de_corpus):  # noqa: F811
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = tiny_model(corpus).cuda()
+    path = save_checkpoint(tmp_path / "g.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    ckpt = load_checkpoint(path, device="cpu")
+    assert all(t.device.type == "cpu" for t in ckpt.model.state_dict().values())
+    ids = torch.tensor([[4, 5, 2]])
+    out = greedy_decode(ckpt.model, ids, torch.tensor([3]), bos_id=1, eos_id=2, max_len=5)
+    assert len(out.tokens) == 1
+
+
+def test_transformer_runs_on_the_meta_device_without_touching_the_cpu():
+    """A cheap stand-in for 'follows the device' on machines without a GPU: nothing is created on the CPU."""
+    with torch.device("meta"):
+        model = Transformer(TransformerConfig(20, 30, d_model=16, n_heads=2, d_ff=32, n_layers=1))
+        src, src_len, tgt = torch.zeros(2, 4, dtype=torch.long), torch.tensor([4, 2]), torch.zeros(2, 3, dtype=torch.long)
+    assert model(src, src_len, tgt).device.type == "meta"
