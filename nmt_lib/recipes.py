@@ -38,8 +38,8 @@ def train_rnn(kind: str, data, *, reuse: bool = True, progress: str = "auto", de
     Returns `(model, info)`; info holds the per-epoch history, training seconds and parameters. The model
     is initialised on the CPU (the same weights everywhere), then trained on `device` (`default_device()`).
     """
-    settings = dict(embed_size=pick(256, 64), num_hiddens=pick(256, 64), num_layers=1, dropout=0.2)
-    epochs, lr, batch_size, seed = pick(6, 3), pick(2e-3, 5e-3), 128, 1
+    settings = dict(embed_size=pick(128, 64), num_hiddens=pick(128, 64), num_layers=1, dropout=0.2)
+    epochs, lr, batch_size, seed = pick(4, 3), pick(2e-3, 5e-3), 128, 1
 
     def build():
         torch.manual_seed(seed)
@@ -67,7 +67,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like `train_rnn`, on `device`."""
     cfg = TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=pick(128, 64), n_heads=4,
                             d_ff=pick(512, 128), n_layers=2, dropout=0.1)
-    epochs, lr, batch_size, seed = pick(8, 3), pick(1e-3, 2e-3), 128, 1
+    epochs, lr, batch_size, seed = pick(4, 3), pick(1e-3, 2e-3), 128, 1
 
     def build():
         torch.manual_seed(seed)
