@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nmt_lib.data import NMTData, collate  # noqa: E402
+from nmt_lib.device import autocast_dtype  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
 from nmt_lib.fast import linear_cross_entropy, token_features  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
@@ -169,9 +170,9 @@ def non_embedding_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters() if id(p) not in embedded)
 
 
-def matmul_peak(n=1024, repeats=20) -> float:
-    """Best fp32 GFLOP/s of an n x n matrix product, over `repeats` timed products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(n=1024, repeats=20, dtype=torch.float32) -> float:
+    """Best GFLOP/s of an n x n matrix product in `dtype`, over `repeats` timed products."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     for _ in range(3):
         a @ b
     best = float("inf")
@@ -183,8 +184,9 @@ def matmul_peak(n=1024, repeats=20) -> float:
 
 
 class Contender:
-    def __init__(self, name, model, step, optimizer):
+    def __init__(self, name, model, step, optimizer, dtype=None):
         self.name, self.model, self.step, self.optimizer = name, model, step, optimizer
+        self.dtype = dtype          # autocast dtype of the forward pass; None: fp32
         self.rates = []
 
     def run(self, batches) -> float:
@@ -215,8 +217,9 @@ def course_step(pad, dataset, c, items):
     b = collate([dataset[i] for i in items], **pad)
     keep = b.tgt_out != pad["pad_id"]
     n = int(keep.sum())
-    loss = linear_cross_entropy(features(c.model, b.src, b.src_len, b.tgt_in, keep), output_layer(c.model),
-                                b.tgt_out[keep]) / n
+    with torch.autocast("cpu", dtype=c.dtype, enabled=c.dtype is not None):    # as fit does with --precision
+        hidden = features(c.model, b.src, b.src_len, b.tgt_in, keep)
+    loss = linear_cross_entropy(hidden.float(), output_layer(c.model), b.tgt_out[keep]) / n
     c.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(c.model.parameters(), 1.0)
@@ -282,6 +285,17 @@ def bench_training(args, report):
                             torch.optim.Adam(d2l_model.parameters(), lr=LR)),          # as train_seq2seq does
                   Contender("torch", torch_model, partial(course_step, pad, dataset),
                             paper_adam(torch_model.parameters(), LR, fused=True))]
+    low = autocast_dtype("bf16" if args.bf16 else "auto", "cpu")
+    if low is not None:             # the same contenders again, computing in bf16 (d2l's way stays fp32)
+        torch.manual_seed(0)
+        course16 = Transformer(course.cfg)
+        course16.load_state_dict(course.state_dict())
+        torch16 = TorchTransformer(V_src, V_tgt)
+        torch16.load_state_dict(torch_model.state_dict())
+        contenders += [Contender("course_bf16", course16, partial(course_step, pad, dataset),
+                                 paper_adam(course16.parameters(), LR, fused=True), dtype=low),
+                       Contender("torch_bf16", torch16, partial(course_step, pad, dataset),
+                                 paper_adam(torch16.parameters(), LR, fused=True), dtype=low)]
     rounds = round_batches(batches, dataset, args.rounds, args.steps)
     for c in contenders:                                        # warm-up, untimed
         c.run(batches[:2])
@@ -311,6 +325,18 @@ def bench_training(args, report):
                        "non_embedding_parameters": params, "mfu": 6 * params * rate / (peak * 1e9)}
     out["ratio_train_vs_d2l"] = median_ratio(contenders[0].rates, contenders[1].rates)
     out["ratio_train_vs_nn_transformer"] = median_ratio(contenders[0].rates, contenders[2].rates)
+    if low is None:
+        out["bf16"] = {"measured": False, "reason": "this CPU has no native bf16 (AVX-512 BF16 or AMX): PyTorch "
+                       "would emulate it, far slower than fp32, so precision=auto trains in fp32 and the fp32 "
+                       "targets apply"}
+    else:
+        peak16 = max(matmul_peak(dtype=torch.bfloat16) for _ in range(2))
+        c16, t16 = contenders[3], contenders[4]
+        out["bf16"] = {"measured": True, "peak_matmul_gflops": peak16,
+                       "ratio_course_bf16_vs_fp32": median_ratio(c16.rates, contenders[0].rates),
+                       "ratio_course_bf16_vs_d2l": median_ratio(c16.rates, contenders[1].rates),
+                       "ratio_course_vs_nn_transformer_bf16": median_ratio(c16.rates, t16.rates),
+                       "mfu_course_bf16": out["course_bf16"]["mfu"] * peak / peak16}
     return out
 
 
@@ -449,6 +475,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "full.pt"),
                         help="model for the decoding benchmark (default: the README's published run)")
     parser.add_argument("--fallback-steps", type=int, default=600, help="updates to train when there is no checkpoint")
+    parser.add_argument("--bf16", action="store_true", help="add the bf16 contenders even where this CPU only "
+                        "emulates bf16 (slow; for checking the code path)")
     parser.add_argument("--skip-nbval", action="store_true", help="do not time the quick-mode nbval run")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
     args = parser.parse_args(argv)
@@ -484,15 +512,24 @@ def main(argv=None):
     t = train
     print(f"\nTraining, target tokens/s (median of {t['rounds']} rounds x {t['batches_per_round']} batches of "
           f"{BATCH} sentences; matmul peak {t['peak_matmul_gflops']:.0f} GFLOP/s):")
-    print(f"{'contender':<10}{'tok/s':>10}{'MFU':>8}{'non-emb params':>16}")
-    for name in ("course", "d2l", "torch"):
+    print(f"{'contender':<12}{'tok/s':>10}{'MFU':>8}{'non-emb params':>16}")
+    for name in [n for n in ("course", "d2l", "torch", "course_bf16", "torch_bf16") if n in t]:   # MFU: fp32 peak
         c = t[name]
-        print(f"{name:<10}{c['tokens_per_sec_median']:>10,.0f}{c['mfu']:>8.1%}{c['non_embedding_parameters']:>16,}")
+        print(f"{name:<12}{c['tokens_per_sec_median']:>10,.0f}{c['mfu']:>8.1%}{c['non_embedding_parameters']:>16,}")
     print(f"padding: course bucketed {t['padding']['course_bucketed']:.1%}, d2l num_steps=20 "
           f"{t['padding']['d2l_num_steps_20']:.1%}")
     print(f"ratio course / d2l-style:        {t['ratio_train_vs_d2l']:.2f}x (target >= 3.5)")
     print(f"ratio course / nn.Transformer:   {t['ratio_train_vs_nn_transformer']:.2f}x (target >= 1.0)")
     print(f"MFU course:                      {t['course']['mfu']:.1%} (target >= 40%)")
+    b16 = t["bf16"]
+    if not b16["measured"]:
+        print(f"bf16: not measured; {b16['reason']}")
+    else:
+        print(f"bf16 (matmul peak {b16['peak_matmul_gflops']:.0f} GFLOP/s): course bf16 / fp32 "
+              f"{b16['ratio_course_bf16_vs_fp32']:.2f}x; course bf16 / d2l-style (fp32) "
+              f"{b16['ratio_course_bf16_vs_d2l']:.2f}x (target >= 7); course / nn.Transformer, both bf16 "
+              f"{b16['ratio_course_vs_nn_transformer_bf16']:.2f}x (target >= 1.2); MFU of the bf16 peak "
+              f"{b16['mfu_course_bf16']:.1%} (target >= 40%)")
     d = decode
     print(f"\nDecoding {d['sentences']} held-out sentences ({d['model']}), sentences/s:")
     for k in ("batched_greedy", "beam4", "one_at_a_time", "one_at_a_time_last_position"):

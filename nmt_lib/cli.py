@@ -16,7 +16,7 @@ import torch
 
 from nmt_lib.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.corpus import CorpusSettings, ParallelCorpus
-from nmt_lib.device import default_device, parse_device, use_threads
+from nmt_lib.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.guards import EXIT_STATUS, check_writable, run_lock, stop_on_signals
 from nmt_lib.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
 from nmt_lib.loop import PROGRESS, TrainingDiverged
@@ -24,8 +24,9 @@ from nmt_lib.seq2seq import num_parameters
 from nmt_lib.training import StopRequest, TrainSettings, fit
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True}   # chapter 10's switches, on in the tools
-RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every")  # settings a resumed run may change
+FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
+        "precision": "auto"}                                           # and low precision where it is native
+RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "precision")  # a resumed run may change
 
 
 def number(kind, optional: bool = False, minimum=None):
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="checkpoint file to write")
     t.add_argument("--resume", action="store_true", help="continue the run saved in --out with its model, data "
                    "and training settings; only --epochs, --max-steps, --time-limit, --checkpoint-every, "
-                   "--threads, --device and --progress may differ, and --data may say where the corpus is now")
+                   "--precision, --threads, --device and --progress may differ, and --data may say where the corpus is now")
     t.add_argument("--data-changed-ok", action="store_true", help="resume even if the corpus file differs from "
                    "the one the run started on (its held-out split may then hold training sentences)")
     t.add_argument("--progress", choices=PROGRESS, default="auto", help="auto: a bar in a terminal, a line "
@@ -189,7 +190,9 @@ def train_locked(args, parser, out: Path) -> int:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
         settings, corpus, model = new_run(args, parser, args.device)
-    sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}; checkpoint {out}\n")
+    dtype = autocast_dtype(settings.precision, args.device)
+    sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}, computing in "
+                     f"{'fp32' if dtype is None else str(dtype).replace('torch.', '')}; checkpoint {out}\n")
     announce = lambda name: sys.stderr.write(f"\n{name}: stopping after the update in progress, then writing {out}\n")
     with stop_on_signals(StopRequest(), announce) as stop:
         progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},

@@ -17,6 +17,7 @@ from torch import nn
 
 from nmt_lib.checkpoint import save_checkpoint
 from nmt_lib.course import setting
+from nmt_lib.device import PRECISIONS, autocast_dtype
 from nmt_lib.fast import linear_cross_entropy, token_features
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
 from nmt_lib.recipes import paper_adam
@@ -61,6 +62,8 @@ class TrainSettings:
     loss: str = setting("plain", "plain: F.cross_entropy on the logits; sliced: chapter 10's output layer "
                         "and loss together, a slice of rows at a time", choices=("plain", "sliced"))
     fused_adam: bool = setting(False, "chapter 10's one-kernel Adam update")
+    precision: str = setting("fp32", "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
+                             "scaling on older GPUs, else fp32", choices=PRECISIONS)
 
     def __post_init__(self):
         for name in ("epochs", "max_tokens", "tokens_per_update", "warmup"):
@@ -78,6 +81,8 @@ class TrainSettings:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.loss not in ("plain", "sliced"):
             raise ValueError(f"loss must be 'plain' or 'sliced', got {self.loss!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
 def new_progress() -> dict:
@@ -103,8 +108,9 @@ def batch_loss(model, batch, settings: TrainSettings, pad_id: int) -> tuple[torc
     keep = batch.tgt_out != pad_id                                            # (B, T)
     if settings.loss == "sliced":    # chapter 10: real positions only, output layer and loss a slice at a time
         hidden = token_features(model, batch.src, batch.src_len, batch.tgt_in, keep)       # (N, D)
-        loss = linear_cross_entropy(hidden, model.decoder.dense, batch.tgt_out[keep],
-                                    label_smoothing=settings.label_smoothing)
+        with torch.autocast(hidden.device.type, enabled=False):      # its hand-derived gradient is fp32
+            loss = linear_cross_entropy(hidden.float(), model.decoder.dense, batch.tgt_out[keep],
+                                        label_smoothing=settings.label_smoothing)
     else:
         logits = model(batch.src, batch.src_len, batch.tgt_in)                             # (B, T, V)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad_id,
@@ -124,6 +130,8 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
     Returns the progress; `progress["stopped"]` says why it stopped before its epochs ran out.
     """
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
+    dtype = autocast_dtype(settings.precision, device)       # None: fp32; weights and Adam stay fp32 anyway
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)   # fp16 needs loss scaling
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = optimizer or paper_adam(params, lr=settings.lr_factor, fused=settings.fused_adam)
     schedule = noam_schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
@@ -173,23 +181,28 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
         with progress_bar(len(batches), f"epoch {progress['epoch']}/{settings.epochs}", report,
                           initial=progress["batch"], unit="batch") as bar:
             for index in range(progress["batch"], len(batches)):
-                loss, n = batch_loss(model, collate([dataset[i] for i in batches[index]]).to(device), settings, pad_id)
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    loss, n = batch_loss(model, collate([dataset[i] for i in batches[index]]).to(device), settings, pad_id)
                 if not torch.isfinite(loss):
                     raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; lower "
                                            f"lr_factor or raise warmup. The last checkpoint is unaffected.")
-                loss.backward()
+                scaler.scale(loss).backward()
                 acc_loss, acc_tokens = acc_loss + loss.item(), acc_tokens + n
                 bar.update()
                 if acc_tokens < settings.tokens_per_update and index + 1 < len(batches):
                     continue
+                scaler.unscale_(optimizer)
                 for p in params:                      # sum over tokens -> mean over the update's tokens
                     if p.grad is not None:
                         p.grad.div_(acc_tokens)
                 if settings.clip is not None:
                     nn.utils.clip_grad_norm_(params, settings.clip)
                 lr = optimizer.param_groups[0]["lr"]
-                optimizer.step()
-                schedule.step()
+                scale = scaler.get_scale()
+                scaler.step(optimizer)                # optimizer.step(), skipped by fp16 scaling on inf/nan
+                scaler.update()
+                if scaler.get_scale() >= scale:       # a skipped step lowers the scale and keeps the rate
+                    schedule.step()
                 optimizer.zero_grad(set_to_none=True)
                 progress["step"] += 1
                 progress["batch"] = index + 1

@@ -132,3 +132,30 @@ def test_peak_memory_is_the_commands_own_even_from_a_large_process(tmp_path):
     mb = bench.peak_memory_mb(path, ["I am here."] * 3, beam=2)
     del ballast
     assert 50 < mb < 1000, mb
+
+
+def test_a_bf16_contender_trains_in_bf16_autocast_with_fp32_weights_and_loss(monkeypatch):
+    from nmt_lib.data import NMTData
+    from nmt_lib.transformer import Transformer, TransformerConfig
+    pairs = [(f"i see {w} .", f"je vois {w} .") for w in ["a", "b", "c", "d", "e", "f"]] * 2
+    data = NMTData(pairs, valid_frac=0.0, test_frac=0.0, min_freq=1)
+    pad = dict(pad_id=data.tgt_vocab.pad_id, bos_id=data.tgt_vocab.bos_id, eos_id=data.tgt_vocab.eos_id)
+    dataset = data.loader("train", batch_size=4).dataset
+    losses = []
+    real = bench.linear_cross_entropy
+    monkeypatch.setattr(bench, "linear_cross_entropy", lambda h, *a, **k: losses.append(h.dtype) or real(h, *a, **k))
+    dtypes = []
+    real_features = bench.features
+    monkeypatch.setattr(bench, "features", lambda *a: dtypes.append(torch.get_autocast_dtype("cpu")
+                                                                     if torch.is_autocast_enabled("cpu") else None)
+                        or real_features(*a))
+    for dtype in [None, torch.bfloat16]:
+        torch.manual_seed(0)
+        model = Transformer(TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=16, n_heads=2,
+                                              d_ff=32, n_layers=1, dropout=0.0))
+        before = [p.detach().clone() for p in model.parameters()]
+        c = bench.Contender("c", model, None, torch.optim.Adam(model.parameters(), 1e-2), dtype=dtype)
+        assert bench.course_step(pad, dataset, c, list(range(4))) > 0
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert dtypes == [None, torch.bfloat16] and losses == [torch.float32] * 2   # the loss always in fp32

@@ -144,3 +144,53 @@ def test_transformer_runs_on_the_meta_device_without_touching_the_cpu():
         model = Transformer(TransformerConfig(20, 30, d_model=16, n_heads=2, d_ff=32, n_layers=1))
         src, src_len, tgt = torch.zeros(2, 4, dtype=torch.long), torch.tensor([4, 2]), torch.zeros(2, 3, dtype=torch.long)
     assert model(src, src_len, tgt).device.type == "meta"
+
+
+def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
+    from nmt_lib import device as dev
+    monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: False)
+    assert dev.autocast_dtype("auto", "cpu") is None and dev.autocast_dtype("fp32", "cpu") is None
+    monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: True)
+    assert dev.autocast_dtype("auto", "cpu") == torch.bfloat16
+    assert dev.autocast_dtype("fp16", "cpu") == torch.float16 and dev.autocast_dtype("bf16", "cpu") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert dev.autocast_dtype("auto", "cuda") == torch.float16          # older GPUs: fp16 with loss scaling
+    with pytest.raises(ValueError, match="use one of auto, fp32, bf16, fp16"):
+        dev.autocast_dtype("fp8", "cpu")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        TrainSettings(precision="half")
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
+    from nmt_lib import device as dev
+    for flags, native in [("fpu avx2 fma", False), ("fpu avx512f avx512_bf16 fma", True), ("amx_bf16 amx_tile", True)]:
+        info = tmp_path / f"cpuinfo{native}{len(flags)}"
+        info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        monkeypatch.setattr(dev, "Path", lambda _p, info=info: info)
+        assert dev.cpu_has_native_bf16() is native
+
+
+@pytest.mark.parametrize("precision, loss", [("fp32", "plain"), ("bf16", "plain"), ("bf16", "sliced"), ("fp16", "plain")])
+def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path, precision, loss):  # noqa: F811
+    from nmt_lib.training import fit
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = tiny_model(corpus, dropout=0.0)
+    settings = TrainSettings(epochs=10, max_steps=12, max_tokens=120, tokens_per_update=100, warmup=4, lr_factor=0.3,
+                             checkpoint_every=0, loss=loss, precision=precision)
+    progress = fit(model, corpus, settings, checkpoint=tmp_path / "p.pt", save_kwargs={"data": corpus.settings},
+                   report="none")
+    losses = progress["history"]["train_loss"]
+    assert len(losses) == 12 and all(map(torch.isfinite, torch.tensor(losses))) and sum(losses[-3:]) < sum(losses[:3])
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    ckpt = load_checkpoint(tmp_path / "p.pt")
+    assert all(t.dtype == torch.float32 for t in ckpt.model.state_dict().values() if t.is_floating_point())
+
+
+def test_the_first_low_precision_loss_is_close_to_fp32(de_corpus):  # noqa: F811
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model, batch = tiny_model(corpus, dropout=0.0), small_batch(corpus)
+    settings = TrainSettings(label_smoothing=0.1)
+    full = batch_loss(model, batch, settings, corpus.tgt_vocab.pad_id)[0]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = batch_loss(model, batch, settings, corpus.tgt_vocab.pad_id)[0]
+    assert low.dtype == torch.float32 and abs(low.item() / full.item() - 1) < 0.01
