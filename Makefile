@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 
-.PHONY: setup course test unit nbval lab export notebooks clean book chromium bench soak
+.PHONY: setup course test test-latest unit nbval lab export notebooks clean book chromium bench soak
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -31,6 +31,21 @@ test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/ruff check .
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks $(NBVAL)
+
+# make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
+# built once; the unit tests and nbval run there. The benchmark and browser tests need the pinned stack.
+LATEST := .venv-latest
+LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu pytest tqdm ipywidgets
+$(LATEST)/.installed: pyproject.toml
+	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
+	$(LATEST)/bin/python -m pip install -q --no-deps -e .
+	@touch $@
+
+test-latest: $(LATEST)/.installed
+	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu)=="
+	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks $(NBVAL) \
+	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
 	$(PYTHON) tools/fetch_mathjax.py $(MATHJAX)

@@ -59,6 +59,16 @@ def setting(default, help: str, **command_line):
     return field(default=default, metadata={"help": help, **command_line})
 
 
+def optional_import(name: str, skipping: str):
+    """The module `name`, or None (printing one line that says what is skipped) when it is not installed."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        print(f"{name.split('.')[0]} is not installed: skipping {skipping}")
+        return None
+
+
 CACHE_ENV = "NMT_CACHE_DIR"
 
 

@@ -6,7 +6,11 @@ import pytest
 from nmt_lib.metrics import clipped_matches, corpus_bleu, ngrams, sentence_bleu
 
 sacrebleu = pytest.importorskip("sacrebleu")
-d2l = pytest.importorskip("d2l.torch")
+try:
+    import d2l.torch as d2l
+except ImportError:                 # the course runs without d2l; only the comparisons with it skip
+    d2l = None
+needs_d2l = pytest.mark.skipif(d2l is None, reason="d2l is not installed")
 
 WORDS = "je tu il elle nous suis es est sommes là ici chat chien le la un une de à . ! ?".split()
 
@@ -63,6 +67,7 @@ def test_clipping_and_ngrams():
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])
+@needs_d2l
 def test_sentence_bleu_equals_d2l(k):
     rng = random.Random(k)
     for _ in range(200):
