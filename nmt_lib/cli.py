@@ -9,6 +9,7 @@ import os
 import sys
 import typing
 import warnings
+from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from nmt_lib.device import autocast_dtype, default_device, parse_device, use_thr
 from nmt_lib.guards import EXIT_STATUS, check_writable, run_lock, stop_on_signals
 from nmt_lib.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
 from nmt_lib.loop import PROGRESS, TrainingDiverged
+from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.seq2seq import num_parameters
 from nmt_lib.training import StopRequest, TrainSettings, fit
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -141,7 +143,7 @@ def new_run(args, parser, device):
         CorpusSettings(**corpus_options)
     except (TypeError, ValueError) as e:
         parser.error(str(e))
-    sys.stderr.write("reading the corpus ...\n")
+    say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
     torch.manual_seed(settings.seed)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options))
@@ -160,9 +162,15 @@ def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     return differ
 
 
+def say(text: str):
+    """A progress line on stderr; under torchrun, from rank 0 only."""
+    if rank_and_world()[0] == 0:
+        sys.stderr.write(text)
+
+
 def train_command(args, parser) -> int:
     out = check_writable(args.out)                # before the corpus is read: no surprise at the first save
-    with run_lock(out):
+    with run_lock(out) if rank_and_world()[0] == 0 else nullcontext():   # rank 0 writes, so rank 0 locks
         return train_locked(args, parser, out)
 
 
@@ -184,23 +192,27 @@ def train_locked(args, parser, out: Path) -> int:
                                               changed_ok=args.data_changed_ok)
         corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
         model = ckpt.model
-        sys.stderr.write(f"resuming {out} at update {resume['progress']['step']:,} "
-                         f"(epoch {resume['progress']['epoch']})\n")
+        say(f"resuming {out} at update {resume['progress']['step']:,} "
+            f"(epoch {resume['progress']['epoch']})\n")
     else:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
         settings, corpus, model = new_run(args, parser, args.device)
     dtype = autocast_dtype(settings.precision, args.device)
-    sys.stderr.write(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}, computing in "
-                     f"{'fp32' if dtype is None else str(dtype).replace('torch.', '')}; checkpoint {out}\n")
-    announce = lambda name: sys.stderr.write(f"\n{name}: stopping after the update in progress, then writing {out}\n")
+    rank, world = rank_and_world()
+    ranks = f" in each of {world} processes (torchrun)" if world > 1 else ""
+    say(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}{ranks}, computing in "
+        f"{'fp32' if dtype is None else str(dtype).replace('torch.', '')}; checkpoint {out}\n")
+    announce = lambda name: say(f"\n{name}: stopping after the update in progress, then writing {out}\n")
     with stop_on_signals(StopRequest(), announce) as stop:
         progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
                        report=args.progress, stop=stop)
-    if progress["stopped"] in EXIT_STATUS:
-        sys.stderr.write(f"stopped by {progress['stopped']} at update {progress['step']:,}; the checkpoint {out} holds "
-                         f"everything so far. Go on with: python -m nmt_lib train --out {out} --resume\n")
-        return EXIT_STATUS[progress["stopped"]]
+    if progress["stopped"] not in (None, "max_steps", "time_limit"):     # a signal, here or on another rank
+        say(f"stopped by {progress['stopped']} at update {progress['step']:,}; the checkpoint {out} holds "
+            f"everything so far. Go on with: python -m nmt_lib train --out {out} --resume\n")
+        return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
+    if rank > 0:                                   # rank 0 alone validated and reports
+        return 0
     valid = [v for v in progress["history"]["valid_loss"] if v is not None]
     held_out = f"valid loss {valid[-1]:.3f} (perplexity {math.exp(valid[-1]):.2f})" if valid else "no validation split"
     print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; {held_out}; checkpoint {out}")
@@ -240,6 +252,10 @@ def main(argv=None) -> int:
     name = f"{parser.prog} {args.command}"
     try:
         args.device = parse_device(args.device, source="--device") if args.device else default_device()
+        if launched_by_torchrun():                 # started by torchrun: one of several data-parallel processes
+            if args.command != "train":
+                raise ValueError(f"{args.command} runs in one process: start it with python, not torchrun")
+            args.device = join_process_group(args.device)
         use_threads(args.threads)
     except ValueError as e:
         parser.error(str(e))
@@ -256,3 +272,5 @@ def main(argv=None) -> int:
         except BrokenPipeError:                    # the reader went away (`| head`): nothing left to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
+        finally:
+            leave_process_group()

@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,8 @@ from nmt_lib.course import setting
 from nmt_lib.device import PRECISIONS, autocast_dtype
 from nmt_lib.fast import linear_cross_entropy, token_features
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
+from nmt_lib.parallel import (agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share,
+                              update_groups)
 from nmt_lib.recipes import paper_adam
 from nmt_lib.seq2seq import model_device
 
@@ -127,9 +130,13 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
     its progress, optimizer and schedule. Writes `checkpoint` (a path) every `checkpoint_every`
     updates, at each epoch end and when it stops (`stop`, a `StopRequest`, asks it to stop early).
     Without a validation split the epochs end without a held-out loss. `report`: see `progress_bar`.
+    Under torchrun (chapter 10) each rank takes its share of every update; rank 0 alone reports,
+    validates and writes the checkpoint.
     Returns the progress; `progress["stopped"]` says why it stopped before its epochs ran out.
     """
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
+    rank, world = rank_and_world()                           # (0, 1): one process, as in this chapter
+    report = report if rank == 0 else "none"
     dtype = autocast_dtype(settings.precision, device)       # None: fp32; weights and Adam stay fp32 anyway
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)   # fp16 needs loss scaling
     params = [p for p in model.parameters() if p.requires_grad]
@@ -149,6 +156,9 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
     history = progress["history"]
     if progress["rng"] is not None:
         torch.set_rng_state(progress["rng"])
+    if world > 1:
+        seed_rank(settings.seed, progress["step"], rank)     # each rank its own dropout masks
+    objective = data_parallel(model, partial(batch_loss, settings=settings, pad_id=pad_id))
     loader = data.loader("train", batch_size=max(1, settings.max_tokens // 2), max_tokens=settings.max_tokens,
                          seed=settings.seed)
     valid = data.loader("valid", batch_size=max(1, settings.max_tokens // 2), max_tokens=settings.max_tokens)
@@ -158,43 +168,49 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
     def save():
         progress["seconds"] = spent_before + time.perf_counter() - start
         progress["rng"] = torch.get_rng_state()
-        if checkpoint is not None:
+        if checkpoint is not None and rank == 0:
             save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
                             optimizer=optimizer, schedule=schedule, **(save_kwargs or {}))
 
     def stop_reason():
+        reason = None
         if stop is not None and stop.reason is not None:
-            return stop.reason
-        if settings.max_steps is not None and progress["step"] >= settings.max_steps:
-            return "max_steps"
-        if settings.time_limit is not None and (time.perf_counter() - start) / 60 > settings.time_limit:
-            return "time_limit"
-        return None
+            reason = stop.reason
+        elif settings.max_steps is not None and progress["step"] >= settings.max_steps:
+            reason = "max_steps"
+        elif settings.time_limit is not None and (time.perf_counter() - start) / 60 > settings.time_limit:
+            reason = "time_limit"
+        return agree_to_stop(reason, device)                 # every rank stops at the same update
 
     model.train()
     stopping = stop_reason()
     while progress["epoch"] <= settings.epochs and stopping is None:
         sampler.set_epoch(progress["epoch"])
         batches = list(sampler)
-        acc_loss, acc_tokens = 0.0, 0
+        tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]      # target tokens + <eos>
         optimizer.zero_grad(set_to_none=True)
         with progress_bar(len(batches), f"epoch {progress['epoch']}/{settings.epochs}", report,
                           initial=progress["batch"], unit="batch") as bar:
-            for index in range(progress["batch"], len(batches)):
-                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                    loss, n = batch_loss(model, collate([dataset[i] for i in batches[index]]).to(device), settings, pad_id)
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; lower "
-                                           f"lr_factor or raise warmup. The last checkpoint is unaffected.")
-                scaler.scale(loss).backward()
-                acc_loss, acc_tokens = acc_loss + loss.item(), acc_tokens + n
-                bar.update()
-                if acc_tokens < settings.tokens_per_update and index + 1 < len(batches):
-                    continue
+            for first, end in update_groups(tokens, settings.tokens_per_update, start=progress["batch"]):
+                acc_loss, acc_tokens = 0.0, 0
+                mine = share(first, end, rank, world)         # on one process: range(first, end)
+                for index in mine or [first]:                 # a rank without a share joins with a zero loss
+                    with gradient_sync(objective, last=index + world >= end):
+                        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                            loss, n = objective(collate([dataset[i] for i in batches[index]]).to(device))
+                        if not torch.isfinite(loss):
+                            raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; "
+                                                   f"lower lr_factor or raise warmup. The last checkpoint is unaffected.")
+                        if not mine:
+                            loss, n = loss * 0, 0
+                        scaler.scale(loss).backward()
+                    acc_loss, acc_tokens = acc_loss + loss.item(), acc_tokens + n
+                bar.update(end - first)
+                acc_loss, acc_tokens = all_sum(acc_loss, acc_tokens, device=device)   # over the ranks
                 scaler.unscale_(optimizer)
                 for p in params:                      # sum over tokens -> mean over the update's tokens
-                    if p.grad is not None:
-                        p.grad.div_(acc_tokens)
+                    if p.grad is not None:            # (across ranks, DDP has averaged the ranks' sums)
+                        p.grad.div_(acc_tokens / world)
                 if settings.clip is not None:
                     nn.utils.clip_grad_norm_(params, settings.clip)
                 lr = optimizer.param_groups[0]["lr"]
@@ -205,21 +221,20 @@ def fit(model, data, settings: TrainSettings, *, optimizer=None, resume: dict | 
                     schedule.step()
                 optimizer.zero_grad(set_to_none=True)
                 progress["step"] += 1
-                progress["batch"] = index + 1
+                progress["batch"] = end
                 tokens_seen += acc_tokens
                 for key, value in zip(("step", "lr", "train_loss", "tokens"),
-                                      (progress["step"], lr, acc_loss / acc_tokens, acc_tokens)):
+                                      (progress["step"], lr, acc_loss / acc_tokens, int(acc_tokens))):
                     history[key].append(value)
                 bar.set_postfix_str(f"step {progress['step']:,}, loss {acc_loss / acc_tokens:.3f}, lr {lr:.2e}, "
                                     f"{tokens_seen / (time.perf_counter() - start):,.0f} tok/s", refresh=False)
-                acc_loss, acc_tokens = 0.0, 0
                 if settings.checkpoint_every and progress["step"] % settings.checkpoint_every == 0:
                     save()
                 stopping = stop_reason()
                 if stopping is not None:
                     break
             else:                                     # the epoch ran to its end
-                valid_loss = evaluate_loss(model, valid, pad_id) if data.splits.valid else None
+                valid_loss = evaluate_loss(model, valid, pad_id) if data.splits.valid and rank == 0 else None
                 history["epoch"].append(progress["epoch"])
                 history["epoch_step"].append(progress["step"])
                 history["valid_loss"].append(valid_loss)

@@ -1,0 +1,119 @@
+"""Data-parallel training through torchrun (nmt_lib.parallel, chapter 10): two Gloo processes on the CPU
+take disjoint shares of each update and end with the weights of one process taking the same updates;
+their checkpoint resumes with any number of processes."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt_lib.checkpoint import load_checkpoint
+from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share, update_groups
+
+ROOT = Path(__file__).resolve().parent.parent
+TOLERANCE = 1e-5     # largest weight difference allowed: float sums taken in another order, over a few updates
+# Attention's key bias adds q.b to every score of a query, which the softmax cancels: its gradient is zero
+# in exact arithmetic and rounding noise in practice, and Adam scales that noise up to steps of the learning
+# rate's size whose sign depends on the order of the sums. Those weights do not change what the model computes.
+NOISE_ONLY = ("W_k.bias",)
+
+
+def accumulate_like_one_process(tokens, per_update):
+    """Chapter 9's rule, micro-batch by micro-batch: an update ends once it holds per_update tokens."""
+    groups, current, held = [], [], 0
+    for i, n in enumerate(tokens):
+        current.append(i)
+        held += n
+        if held >= per_update or i + 1 == len(tokens):
+            groups.append(current)
+            current, held = [], 0
+    return groups
+
+
+@pytest.mark.parametrize("per_update", [1, 50, 120, 10_000])
+def test_update_groups_are_the_updates_of_one_process_and_resume_mid_epoch(per_update):
+    tokens = [37, 12, 90, 41, 5, 66, 70, 8, 19, 44, 3]
+    groups = update_groups(tokens, per_update)
+    assert [list(range(a, b)) for a, b in groups] == accumulate_like_one_process(tokens, per_update)
+    for a, b in groups:                     # resuming at any update's end gives the rest of the same updates
+        assert update_groups(tokens, per_update, start=a) == [g for g in groups if g[0] >= a]
+    assert update_groups([], per_update) == []
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+def test_the_shares_of_an_update_are_disjoint_and_cover_it(world):
+    for first, end in [(0, 1), (4, 7), (10, 20)]:
+        shares = [list(share(first, end, rank, world)) for rank in range(world)]
+        assert sorted(sum(shares, [])) == list(range(first, end))
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_one_process_needs_no_process_group():
+    assert rank_and_world() == (0, 1)
+    assert all_sum(2.5, 7) == [2.5, 7] and agree_to_stop(None) is None and agree_to_stop("SIGINT") == "SIGINT"
+
+
+def corpus(tmp_path) -> Path:
+    people = [("I", "Je", "suis"), ("You", "Tu", "es"), ("We", "Nous", "sommes"), ("They", "Ils", "sont")]
+    words = [("tired", "fatigué"), ("happy", "heureux"), ("cold", "froid"), ("late", "en retard"), ("here", "ici"),
+             ("ready", "prêt"), ("at home", "à la maison")]
+    lines = [f"{en} am {w_en}.\t{fr} {be} {w_fr}.\tCC-BY" for en, fr, be in people for w_en, w_fr in words]
+    lines += [f"{en} am not {w_en} today!\t{fr} ne {be} pas {w_fr} aujourd'hui !\tCC-BY"
+              for en, fr, be in people for w_en, w_fr in words]
+    path = tmp_path / "fra.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def train(data, out, steps, *, ranks=1, resume=False):
+    """`python -m nmt_lib train`, or the same under torchrun with `ranks` Gloo processes; no dropout, fp32."""
+    launcher = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                    "--nproc_per_node", str(ranks)]
+    args = ["--out", str(out), "--max-steps", str(steps), "--progress", "none", "--device", "cpu"]
+    if resume:
+        args += ["--resume"]
+    else:
+        args += ["--data", str(data), "--d-model", "16", "--heads", "2", "--d-ff", "32", "--layers", "1",
+                 "--dropout", "0", "--precision", "fp32", "--max-tokens", "60", "--tokens-per-update", "150",
+                 "--warmup", "2", "--min-freq", "1", "--epochs", "50", "--checkpoint-every", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_THREADS": "1"}
+    run = subprocess.run([*launcher, "-m", "nmt_lib", "train", *args], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def largest_difference(a: Path, b: Path) -> float:
+    wa, wb = load_checkpoint(a).model.state_dict(), load_checkpoint(b).model.state_dict()
+    assert wa.keys() == wb.keys()
+    return max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa if not k.endswith(NOISE_ONLY))
+
+
+def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any_number(tmp_path):
+    data = corpus(tmp_path)
+    train(data, tmp_path / "one.pt", 6)
+    two = train(data, tmp_path / "two.pt", 6, ranks=2)
+    assert "in each of 2 processes" in two.stderr and two.stdout.count("trained 6 updates") == 1   # rank 0 reports
+    h1, h2 = (load_checkpoint(tmp_path / f"{n}.pt").payload["progress"]["history"] for n in ("one", "two"))
+    assert h1["tokens"] == h2["tokens"] and len(h1["tokens"]) == 6         # the same tokens in every update
+    assert h2["train_loss"] == pytest.approx(h1["train_loss"], rel=1e-5)
+    assert largest_difference(tmp_path / "one.pt", tmp_path / "two.pt") < TOLERANCE
+
+    # stopped after 3 updates by two processes, then resumed by two, or by one
+    train(data, tmp_path / "half.pt", 3, ranks=2)
+    assert largest_difference(tmp_path / "half.pt", tmp_path / "one.pt") > 100 * TOLERANCE   # updates tell apart
+    (tmp_path / "half-copy.pt").write_bytes((tmp_path / "half.pt").read_bytes())
+    train(data, tmp_path / "half.pt", 6, ranks=2, resume=True)
+    train(data, tmp_path / "half-copy.pt", 6, resume=True)
+    for resumed in ("half.pt", "half-copy.pt"):
+        assert load_checkpoint(tmp_path / resumed).step == 6
+        assert largest_difference(tmp_path / "one.pt", tmp_path / resumed) < TOLERANCE
+
+
+def test_translate_and_evaluate_refuse_torchrun_in_one_line(tmp_path, monkeypatch, capsys):
+    from nmt_lib import cli
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["translate", "--checkpoint", str(tmp_path / "x.pt"), "--device", "cpu"])
+    assert stop.value.code == 2 and "runs in one process" in capsys.readouterr().err
