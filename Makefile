@@ -30,21 +30,23 @@ course: $(STAMP)
 test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/ruff check .
-	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks $(NBVAL)
+	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks solutions $(NBVAL)
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
 # built once; the unit tests and nbval run there. The benchmark and browser tests need the pinned stack.
+# PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
+# machines have) must not hold the newest environment back.
 LATEST := .venv-latest
 LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu pytest tqdm ipywidgets
 $(LATEST)/.installed: pyproject.toml
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
-	$(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
+	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
 	$(LATEST)/bin/python -m pip install -q --no-deps -e .
 	@touch $@
 
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu)=="
-	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks $(NBVAL) \
+	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks solutions $(NBVAL) \
 	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
@@ -53,6 +55,7 @@ $(MATHJAX)/tex-chtml.js:
 book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	rm -rf build/book-src && mkdir -p build/book-src/_static
 	cp book/conf.py book/index.md notebooks/*.ipynb build/book-src/
+	mkdir -p build/book-src/solutions && cp solutions/*.ipynb build/book-src/solutions/
 	cp -r $(MATHJAX) build/book-src/_static/mathjax
 	$(BIN)/sphinx-build -b html -q build/book-src build/book
 	@echo "book: build/book/index.html (works offline; open it in a browser)"
@@ -74,7 +77,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 nbval: $(STAMP)
-	NMT_QUICK=1 $(BIN)/python -m pytest notebooks $(NBVAL)
+	NMT_QUICK=1 $(BIN)/python -m pytest notebooks solutions $(NBVAL)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

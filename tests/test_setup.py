@@ -100,3 +100,16 @@ def test_the_teaching_chapters_use_the_plain_blocks():
         code = "\n".join("".join(c["source"]) for c in notebook_cells(path) if c["cell_type"] == "code")
         for switch in ("fast_dropout=True", 'loss="sliced"', "fused_adam=True", "fused=True"):
             assert switch not in code, f"{path.name} switches on {switch}; chapter 10 is where speed-ups live"
+
+
+def test_a_chapter_with_exercises_has_its_solutions_executed_beside_it():
+    chapters = [p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))
+                if any("## Exercises" in "".join(c["source"]) for c in notebook_cells(p))]
+    assert chapters, "no chapter has exercises"
+    for path in chapters:
+        solutions = ROOT / "solutions" / path.name
+        assert solutions.is_file(), f"{path.name} has exercises but no {solutions.relative_to(ROOT)}"
+        code = [c for c in notebook_cells(solutions) if c["cell_type"] == "code"]
+        assert code and all(c.get("outputs") or c.get("execution_count") for c in code), \
+            f"{solutions.name} is not executed"
+        assert f"solutions/{path.name}" in "".join("".join(c["source"]) for c in notebook_cells(path))

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Execute every chapter in order, headless, and print a table of wall times and headline numbers.
+"""Execute every chapter in order, then the solutions notebooks, headless, and print a table of wall times and headline numbers.
 
     python tools/run_course.py              # copies run in build/course/, figures to figures/
     python tools/run_course.py --inplace    # re-execute notebooks/ itself (to commit outputs)
-    python tools/run_course.py --only 01    # chapters whose file name contains "01"
+    python tools/run_course.py --only 01    # notebooks whose folder/name contains "01" (--only solutions/)
 
 Notebooks report their key numbers with `nmt_lib.course.headline(name, value)`.
 """
@@ -66,7 +66,8 @@ def main(argv=None):
     os.environ.setdefault("NMT_FIG_DIR", str(ROOT / "figures"))
     # Nobody watches a headless kernel: progress bars would only leave stale widgets in the outputs.
     os.environ["TQDM_DISABLE"] = "1"
-    chapters = [p for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if args.only in p.name]
+    chapters = [p for folder in ("notebooks", "solutions") for p in sorted((ROOT / folder).glob("*.ipynb"))
+                if args.only in f"{folder}/{p.name}"]
     if not chapters:
         sys.exit(f"run_course: no notebook in notebooks/ matches {args.only!r}")
     mode = "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"
@@ -74,14 +75,17 @@ def main(argv=None):
 
     rows, failed = [], []
     for i, nb_path in enumerate(chapters, 1):
-        print(f"[{i}/{len(chapters)}] {nb_path.name} ...", end=" ", flush=True)
-        dst = nb_path if args.inplace else build / nb_path.name
-        workdir = nb_path.parent if args.inplace else build
-        wall, error, numbers = run_one(nb_path, dst, workdir, build / f"{nb_path.stem}.headlines.jsonl", args.timeout)
+        print(f"[{i}/{len(chapters)}] {nb_path.parent.name}/{nb_path.name} ...", end=" ", flush=True)
+        dst = nb_path if args.inplace else build / nb_path.parent.name.replace("notebooks", "") / nb_path.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        workdir = nb_path.parent if args.inplace else dst.parent
+        name = nb_path.stem if nb_path.parent.name == "notebooks" else f"{nb_path.parent.name}/{nb_path.stem}"
+        wall, error, numbers = run_one(nb_path, dst, workdir, build / f"{name.replace('/', '_')}.headlines.jsonl",
+                                       args.timeout)
         print(f"{wall:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
         if error:
             failed.append(nb_path.name)
-        rows.append((nb_path.stem, wall, "failed" if error else "ok", numbers))
+        rows.append((name, wall, "failed" if error else "ok", numbers))
 
     print("\n| chapter | wall time | status | headline numbers |\n|---|---:|---|---|")
     for name, wall, status, numbers in rows:

@@ -1,0 +1,165 @@
+"""The decoder-only language model of chapter 11: causality, tied weights, the KV cache, sampling
+rules, perplexity, the Penn Treebank loader and its errors."""
+import io
+import math
+import zipfile
+
+import pytest
+import torch
+
+from nmt_lib.download import file_sha1
+from nmt_lib.lm import (GRULM, DecoderOnlyLM, LMConfig, UnigramLM, generate, gru_width_like, sentence_stream,
+                        stream_perplexity, train_lm)
+from nmt_lib.ptb import load_ptb, ptb_streams
+from nmt_lib.seq2seq import num_parameters
+from nmt_lib.text import Vocab
+
+
+def tiny_lm(context=16, seed=0, **kw):
+    torch.manual_seed(seed)
+    return DecoderOnlyLM(LMConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_layers=2, context=context,
+                                  **kw)).eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_output_at_t_does_not_change_when_later_tokens_change(norm_first):
+    model = tiny_lm(norm_first=norm_first)
+    x = torch.randint(4, 40, (3, 12))
+    for t in range(11):
+        changed = x.clone()
+        changed[:, t + 1:] = torch.randint(4, 40, changed[:, t + 1:].shape)
+        a, b = model(x)[0], model(changed)[0]
+        assert torch.allclose(a[:, :t + 1], b[:, :t + 1], atol=1e-6)
+        assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])     # the check can see a change
+
+
+def test_the_output_layer_is_the_embedding_and_learns_from_both_uses():
+    model = tiny_lm()
+    assert model.out.weight is model.embedding.weight
+    untied = num_parameters(model) + 40 * 16
+    model.out.weight = torch.nn.Parameter(model.embedding.weight.detach().clone())
+    assert num_parameters(model) == untied
+    tied = tiny_lm().train()
+    x = torch.randint(4, 40, (2, 8))
+    tied(x)[0].sum().backward()
+    grad_both = tied.embedding.weight.grad.clone()
+    assert grad_both[[i for i in range(40) if i not in x.tolist()[0] + x.tolist()[1]]].abs().sum() > 0  # output use
+
+
+def test_the_kv_cache_gives_the_logits_of_reading_everything_at_once():
+    model = tiny_lm()
+    x = torch.randint(4, 40, (2, 10))
+    full = model(x)[0]
+    logits, past, _ = model(x[:, :4])
+    steps = [logits]
+    for t in range(4, 10):
+        logits, past, _ = model(x[:, t:t + 1], past)
+        steps.append(logits)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+def greedy_by_recomputing(model, prompt, steps):
+    tokens = list(prompt)
+    with torch.no_grad():
+        for _ in range(steps):
+            tokens.append(int(model(torch.tensor([tokens]))[0][0, -1].argmax()))
+    return tokens[len(prompt):]
+
+
+def test_greedy_generation_and_top_k_1_agree_with_recomputing():
+    model = tiny_lm(context=20)
+    prompt = [2, 7, 9]
+    greedy = generate(model, prompt, 10, greedy=True)
+    assert greedy == greedy_by_recomputing(model, prompt, 10)
+    assert generate(model, prompt, 10, top_k=1, generator=torch.Generator().manual_seed(3)) == greedy
+    assert generate(model, prompt, 10, top_k=1, temperature=5.0) == greedy
+
+
+def test_sampling_follows_the_temperature_and_stops_at_eos_or_the_context():
+    model = tiny_lm(context=8)
+    assert len(generate(model, [2, 5], 100, generator=torch.Generator().manual_seed(0))) == 6   # context 8 full
+    first = generate(model, [2], 1, greedy=True)[0]
+    assert generate(model, [2], 5, greedy=True, eos_id=first) == [first]
+    cold = [generate(model, [2], 1, temperature=0.05, generator=torch.Generator().manual_seed(s))[0] for s in range(20)]
+    hot = {generate(model, [2], 1, temperature=50.0, generator=torch.Generator().manual_seed(s))[0] for s in range(40)}
+    assert set(cold) == {first} and len(hot) > 10
+    top3 = set(model(torch.tensor([[2]]))[0][0, -1].topk(3).indices.tolist())
+    drawn = {generate(model, [2], 1, top_k=3, temperature=50.0, generator=torch.Generator().manual_seed(s))[0]
+             for s in range(40)}
+    assert drawn <= top3
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(prompt=[]), "prompt is empty"),
+    (dict(prompt=list(range(4, 14))), "more than the model's context of 8"),
+    (dict(temperature=0.0), "temperature must be > 0"),
+    (dict(temperature=-1.0), "temperature must be > 0"),
+    (dict(top_k=0), "top_k must be at least 1"),
+    (dict(max_new_tokens=-1), "max_new_tokens must be >= 0"),
+])
+def test_bad_generation_requests_are_one_line_errors(kwargs, message):
+    model = tiny_lm(context=8)
+    args = dict(prompt=[2, 5], max_new_tokens=3) | kwargs
+    with pytest.raises(ValueError, match=message) as err:
+        generate(model, args.pop("prompt"), args.pop("max_new_tokens"), **args)
+    assert "\n" not in str(err.value)
+
+
+def test_a_window_longer_than_the_context_is_an_error():
+    with pytest.raises(ValueError, match="do not fit the context of 8"):
+        tiny_lm(context=8)(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError):
+        LMConfig(vocab_size=10, d_model=10, n_heads=4)
+
+
+def test_perplexity_of_the_unigram_model_equals_the_cross_entropy_of_the_frequencies():
+    train = torch.tensor([4, 4, 5, 6, 4, 5, 2] * 5)
+    held = torch.tensor([4, 5, 5, 6, 2, 4, 4, 7, 4, 5])
+    model = UnigramLM(train, 8)
+    probs = (torch.bincount(train, minlength=8).double() + 1) / (len(train) + 8)
+    expected = math.exp(-sum(math.log(probs[t]) for t in held[1:].tolist()) / (len(held) - 1))
+    for steps in (1, 3, 4, 20):                               # every token after the first, whatever the windows
+        assert stream_perplexity(model, held, steps, batch_size=2) == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError):
+        stream_perplexity(model, torch.tensor([4]), 3)
+
+
+def test_a_short_training_run_lowers_the_held_out_perplexity_of_both_models():
+    vocab = Vocab(["a b c d", "e f g"])
+    stream = sentence_stream(["a b c d", "e f g"] * 60, vocab)
+    assert stream[:5].tolist() == vocab.encode("a b c d") + [vocab.eos_id]
+    for model in (tiny_lm(context=16).train(), GRULM(len(vocab), 16)):
+        if isinstance(model, DecoderOnlyLM):
+            torch.manual_seed(0)
+            model = DecoderOnlyLM(LMConfig(len(vocab), d_model=16, n_heads=2, d_ff=32, context=16))
+        before = stream_perplexity(model, stream, 8)
+        history = train_lm(model, stream, epochs=3, batch_size=8, num_steps=8, lr=1e-2, progress="none")
+        assert len(history["train_loss"]) == 3 and stream_perplexity(model, stream, 8) < before / 2
+
+
+def test_the_gru_width_matches_the_parameter_budget():
+    for budget, vocab in [(200_000, 1000), (1_500_000, 8000)]:
+        width = gru_width_like(budget, vocab)
+        assert abs(num_parameters(GRULM(vocab, width)) - budget) < 0.05 * budget
+
+
+def write_ptb(folder, lines=("the cat sat", "a dog ran")):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for split in ("train", "valid", "test"):
+            z.writestr(f"ptb/ptb.{split}.txt", "\n".join(f" {line} " for line in lines) + "\n")
+    (folder / "ptb.zip").write_bytes(buffer.getvalue())
+    return folder / "ptb.zip"
+
+
+def test_the_penn_treebank_is_read_from_its_checked_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="ptb.zip not found: download") as err:
+        load_ptb()
+    assert str(tmp_path) in str(err.value) and "\n" not in str(err.value)
+    archive = write_ptb(tmp_path)
+    with pytest.raises(ValueError, match="not d2l's ptb.zip"):
+        load_ptb()                                              # the real checksum: this archive is not it
+    vocab, streams = ptb_streams(sha1=file_sha1(archive))
+    assert set(streams) == {"train", "valid", "test"}
+    assert vocab.to_tokens(streams["train"][:4]) == ["the", "cat", "sat", "<eos>"]
