@@ -23,7 +23,7 @@ from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.seq2seq import eval_mode, model_device, num_parameters
-from nmt_lib.transformer import PositionWiseFFN, Residual
+from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,10 @@ class CausalBlock(nn.Module):
         returns (new x, this block's keys and values of all positions so far, weights)."""
         kv = []
 
-        def self_attention(y):
-            k, v = self.self_attn.project_kv(y, y)                            # (B, H, T, Dh) each
-            if past_kv is not None:
-                k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-            kv.extend([k, v])
-            return self.self_attn.attend_kv(y, k, v, mask, need_weights=need_weights)
+        def self_attention(y):                  # chapter 7's KV-cached self-attention
+            out, weights, cache = cached_self_attention(self.self_attn, y, past_kv, mask, need_weights=need_weights)
+            kv.extend(cache)
+            return out, weights
 
         x, weights = self.res_self(x, self_attention)
         x, _ = self.res_ffn(x, lambda y: (self.ffn(y), None))

@@ -120,6 +120,16 @@ class TransformerState(NamedTuple):
     pos: int           # number of target tokens already processed
 
 
+def cached_self_attention(attn, y, past_kv, mask, *, need_weights: bool = False):
+    """Self-attention of y's (B, T, D) positions over the cached keys and values of the positions
+    before them (`past_kv`, or None) and their own: (output, weights, keys and values of all so far)."""
+    k, v = attn.project_kv(y, y)                                             # (B, H, T, Dh) each
+    if past_kv is not None:
+        k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
+    out, weights = attn.attend_kv(y, k, v, mask, need_weights=need_weights)
+    return out, weights, (k, v)
+
+
 class DecoderBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
@@ -134,11 +144,9 @@ class DecoderBlock(nn.Module):
         new_kv = []
 
         def self_attention(y):
-            k, v = self.self_attn.project_kv(y, y)                           # (B, H, T, Dh) each
-            if past_kv is not None:
-                k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-            new_kv.extend([k, v])
-            return self.self_attn.attend_kv(y, k, v, self_mask, need_weights=need_weights)
+            out, weights, kv = cached_self_attention(self.self_attn, y, past_kv, self_mask, need_weights=need_weights)
+            new_kv.extend(kv)
+            return out, weights
 
         x, self_w = self.res_self(x, self_attention)
         x, cross_w = self.res_cross(x, lambda y: self.cross_attn.attend_kv(y, *cross_kv, src_mask,
