@@ -38,7 +38,7 @@ test: $(STAMP) book chromium
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
-LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu pytest tqdm ipywidgets
+LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu sentencepiece pytest tqdm ipywidgets
 $(LATEST)/.installed: pyproject.toml
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
@@ -46,7 +46,7 @@ $(LATEST)/.installed: pyproject.toml
 	@touch $@
 
 test-latest: $(LATEST)/.installed
-	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu)=="
+	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
 	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks solutions $(NBVAL) \
 	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py --ignore=tests/test_without_d2l.py
 

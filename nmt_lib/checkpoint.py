@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from nmt_lib.course import atomic_save
+from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -31,9 +32,35 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
     return atomic_save({
         "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
+        "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
         "data": dict(data), "preprocess": PREPROCESS, "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule),
     }, path)
+
+
+def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
+    """What rebuilds the tokenizers: nothing for words; the SentencePiece model(s) for subwords."""
+    if not isinstance(tgt_vocab, SubwordVocab):
+        return {"kind": "word", "shared": src_vocab is tgt_vocab}
+    return {"kind": "sentencepiece-bpe", "shared": src_vocab is tgt_vocab,
+            "src_model": src_vocab.model_bytes, "tgt_model": tgt_vocab.model_bytes}
+
+
+def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
+    """The checkpoint's (source, target) vocabularies, with their tokenizers; `CheckpointError` if unusable."""
+    tokenizer = payload.get("tokenizer") or {"kind": "word"}          # checkpoints before chapter 8b: words
+    try:
+        if tokenizer.get("kind") == "word":
+            return Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
+        if tokenizer.get("kind") != "sentencepiece-bpe":
+            raise ValueError(f"unknown tokenizer kind {tokenizer.get('kind')!r}")
+        src = SubwordVocab(tokenizer["src_model"])
+        tgt = src if tokenizer.get("shared") else SubwordVocab(tokenizer["tgt_model"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path}: its tokenizer is missing or damaged ({e})") from None
+    if src.idx_to_token != list(payload["src_vocab"]) or tgt.idx_to_token != list(payload["tgt_vocab"]):
+        raise CheckpointError(f"{path}: its tokenizer does not match its vocabulary (damaged?)")
+    return src, tgt
 
 
 class Checkpoint:
@@ -70,9 +97,10 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}")
     try:
         cfg = TransformerConfig(**payload["config"])
-        src_vocab, tgt_vocab = Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
+        Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path} has an unusable config or vocabulary: {e}") from None
+    src_vocab, tgt_vocab = load_vocabularies(payload, path)
     if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
                               f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")

@@ -141,6 +141,8 @@ def new_run(args, parser, device):
         TransformerConfig(1, 1, **model_options)                     # check the sizes before reading the corpus
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
+        if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
+            raise ValueError("--tie-embeddings needs --shared-vocab: one matrix can only serve one vocabulary")
     except (TypeError, ValueError) as e:
         parser.error(str(e))
     say("reading the corpus ...\n")
@@ -238,6 +240,12 @@ def evaluate_command(args, parser) -> int:
                             memory_budget=args.memory_budget)
     search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
     print(f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, {search}")
+    if r["copied"]:
+        print(f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
+              f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
+              f"{r['sacrebleu_with_unknowns']:.2f}")
+    else:
+        print(f"{r['unknown']:,} <unk> in the output")
     print(r["score_line"])
     print(f"signature: {r['signature']}")
     print(f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}")

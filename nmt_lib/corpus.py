@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nmt_lib.course import setting
-from nmt_lib.data import NMTData
+from nmt_lib.data import TOKENIZERS, NMTData
 from nmt_lib.download import file_sha1, fra_eng_path
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs
 
@@ -22,10 +22,19 @@ class CorpusSettings:
     valid_frac: float = setting(0.05, "share of the source sentences held out for validation")
     test_frac: float = setting(0.05, "share of the source sentences held out for the test")
     seed: int = setting(0, "seed of the train/valid/test split", flag="--split-seed")
+    tokenizer: str = setting("word", "word: the words seen --min-freq times, the rest <unk>; bpe: subword pieces "
+                             "learned by SentencePiece on the training split (chapter 8b)", choices=TOKENIZERS)
+    vocab_size: int = setting(8000, "pieces in each subword vocabulary (with --tokenizer bpe)")
+    shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
+                                 "training split (needed by --tie-embeddings)")
 
     def __post_init__(self):
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
         if self.min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {self.min_freq}")
         if not (0 <= self.valid_frac and 0 <= self.test_frac and self.valid_frac + self.test_frac < 1):
@@ -68,7 +77,8 @@ class ParallelCorpus(NMTData):
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
         super().__init__(clean, min_freq=given.min_freq, valid_frac=given.valid_frac, test_frac=given.test_frac,
-                         seed=given.seed)
+                         seed=given.seed, tokenizer=given.tokenizer, vocab_size=given.vocab_size,
+                         shared_vocab=given.shared_vocab)
         self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
 
@@ -81,8 +91,9 @@ class ParallelCorpus(NMTData):
         if path is None and not Path(settings["path"]).exists():
             raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
                                     "more; pass --data to say where it is now")
-        keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed")
-        corpus = cls(path if path is not None else settings["path"], **{k: settings[k] for k in keys})
+        keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab")
+        stored = {k: settings[k] for k in keys if k in settings}          # checkpoints before chapter 8b: words
+        corpus = cls(path if path is not None else settings["path"], **stored)
         if corpus.settings["sha1"] != settings.get("sha1"):
             what = (f"{corpus.path} differs from the file the model was trained on (SHA-1 "
                     f"{corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}), so its held-out "

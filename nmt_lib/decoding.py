@@ -13,7 +13,7 @@ import torch
 
 from nmt_lib.metrics import corpus_bleu
 from nmt_lib.seq2seq import eval_mode, model_device
-from nmt_lib.text import Vocab, preprocess, tokenize
+from nmt_lib.text import Vocab, preprocess
 
 
 class Decoded(NamedTuple):
@@ -76,7 +76,7 @@ def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int
 
 def encode_sentences(sentences, src_vocab: Vocab, *, max_src_len: int | None = None):
     """Raw sentences -> (token lists, id lists + <eos>); cuts long ones, warning how many."""
-    token_lists = [tokenize(preprocess(s)) for s in sentences]
+    token_lists = [src_vocab.split(preprocess(s)) for s in sentences]
     if max_src_len is not None:
         cut = sum(len(t) > max_src_len for t in token_lists)
         if cut:
@@ -106,7 +106,7 @@ def translate(model, sentences, src_vocab: Vocab, tgt_vocab: Vocab, *, max_len: 
         src_len = torch.tensor([len(ids[i]) for i in chunk], device=device)
         decoded = search(model, src, src_len, bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id, max_len=max_len)
         for i, out in zip(chunk, decoded.tokens):
-            results[i] = " ".join(tgt_vocab.to_tokens(out))
+            results[i] = tgt_vocab.detokenize(tgt_vocab.to_tokens(out))
     return results
 
 

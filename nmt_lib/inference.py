@@ -7,6 +7,9 @@ from functools import partial
 from nmt_lib.corpus import ParallelCorpus, detokenize
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
 from nmt_lib.guards import beam_batch_size
+from nmt_lib.subword import SubwordVocab
+from nmt_lib.text import preprocess
+from nmt_lib.unknowns import UNK, replace_unknowns
 
 MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
 
@@ -27,10 +30,27 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
     keep = [i for i, line in enumerate(lines) if line.strip()]
     out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab, ckpt.tgt_vocab, max_len=max_len,
                     batch_size=batch_size, search=search_for(beam))
+    if not tokenized:
+        out = copy_unknowns(ckpt, [preprocess(lines[i]) for i in keep], out)
     result = [""] * len(lines)
     for i, text in zip(keep, out):
         result[i] = text if tokenized else detokenize(text, french=french)
     return result
+
+
+def count_unknowns(hypotheses) -> int:
+    """`<unk>` in translations (SentencePiece writes an unknown piece as ⁇ unless told otherwise)."""
+    return sum(h.count(UNK) + h.count("\u2047") for h in hypotheses)
+
+
+def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
+    """Word-level output with each `<unk>` replaced by the source word it attends to most (chapter 8b);
+    subword output, which has no `<unk>` to replace, as it is."""
+    if isinstance(ckpt.tgt_vocab, SubwordVocab) or not count_unknowns(hypotheses):
+        return list(hypotheses)
+    replaced = replace_unknowns(ckpt.model, [ckpt.src_vocab.split(s) for s in sources],
+                                [h.split() for h in hypotheses], ckpt.src_vocab, ckpt.tgt_vocab)
+    return [" ".join(tokens) for tokens in replaced]
 
 
 def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, limit: int | None = None,
@@ -49,11 +69,16 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
         batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=80, budget_mb=memory_budget, wanted=batch_size)
     result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
                            max_len=80, batch_size=batch_size, search=search_for(beam))
-    hyps = [detokenize(h, french=corpus.settings["french_spacing"]) for h in result.hypotheses]
+    french = corpus.settings["french_spacing"]
     refs = [corpus.raw_refs[s] for s in result.sources]
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
     metric = sacrebleu.BLEU(lowercase=True)
+    unknown = count_unknowns(result.hypotheses)
+    with_unknowns = metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
+    hyps = [detokenize(h, french=french) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
             "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
-            "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5]))}
+            "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
+            "unknown": unknown, "copied": unknown > 0 and not isinstance(ckpt.tgt_vocab, SubwordVocab),
+            "sacrebleu_with_unknowns": with_unknowns}

@@ -77,6 +77,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
         return fit_on_splits(model, data, epochs=epochs, batch_size=batch_size,
                              optimizer=paper_adam(model.parameters(), lr), progress=progress, title="Transformer")
 
-    key = dict(cfg=cfg.__dict__, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-               optimizer="adam")
+    settings = {k: v for k, v in cfg.__dict__.items() if k != "tie_embeddings" or v}   # a later setting joins
+    key = dict(cfg=settings, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+               optimizer="adam")                                     # the key only when it is on
     return cached_fit("transformer", key, build, fit, reuse=reuse)

@@ -149,7 +149,15 @@ class Vocab:
 
     def encode(self, sentence) -> list[int]:
         """Ids of a sentence: a preprocessed string (split into tokens) or a list of tokens."""
-        return self[_as_tokens(sentence)]
+        return self[self.split(sentence) if isinstance(sentence, str) else sentence]
+
+    def split(self, sentence: str) -> list[str]:
+        """A preprocessed sentence's tokens: words and punctuation marks (a subword vocabulary cuts finer)."""
+        return tokenize(sentence)
+
+    def detokenize(self, tokens) -> str:
+        """Tokens back into a preprocessed sentence: the inverse of `split`."""
+        return " ".join(tokens)
 
     def __getitem__(self, tokens):
         """Id of a token (`<unk>`'s id if unknown), or a list of ids for a list of tokens."""

@@ -33,6 +33,8 @@ class TransformerConfig:
     pad_id: int = 0
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm); off: after it, as in the paper")
     fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
+    tie_embeddings: bool = setting(False, "one matrix for the source and target embeddings and the output layer "
+                                   "(the paper's section 3.4; needs one vocabulary shared by both languages)")
     MAX_LEN = 65_536           # a class constant, not a field: far beyond any sentence of the course
 
     def __post_init__(self):
@@ -43,6 +45,9 @@ class TransformerConfig:
             raise ValueError(f"d_model ({self.d_model}) must be even and a multiple of n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"tie_embeddings needs one shared vocabulary, got {self.src_vocab_size:,} source and "
+                             f"{self.tgt_vocab_size:,} target tokens")
         if self.max_len > self.MAX_LEN:
             raise ValueError(f"max_len must be at most {self.MAX_LEN:,} (the table holds max_len x d_model numbers), "
                              f"got {self.max_len:,}")
@@ -205,6 +210,9 @@ class Transformer(EncoderDecoder):
     def __init__(self, cfg: TransformerConfig):
         super().__init__(TransformerEncoder(cfg), TransformerDecoder(cfg))
         self.cfg = cfg
+        if cfg.tie_embeddings:                           # one (V, D) matrix read three times
+            self.decoder.embedding.weight = self.encoder.embedding.weight
+            self.decoder.dense.weight = self.encoder.embedding.weight
         for name, p in self.named_parameters():
             if "embedding" in name:
                 nn.init.normal_(p, std=cfg.d_model ** -0.5)        # scaled up by sqrt(d_model) in use

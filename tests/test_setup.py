@@ -43,9 +43,9 @@ def test_ci_runs_make_test_with_the_shared_data():
     assert "--nbval-lax" in nbval and "--nbval-current-env" in nbval and "--nbval-sanitize-with" in nbval
 
 
-# sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`: imported there, inside the
-# function, so that importing nmt_lib never needs it.
-LAZY_ONLY = {"sacrebleu"}
+# sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the subword tokenizer
+# (chapter 8b): each is imported inside the functions that use it, so that importing nmt_lib never needs it.
+LAZY_ONLY = {"sacrebleu", "sentencepiece"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
