@@ -39,7 +39,7 @@ test: $(STAMP) book chromium
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
 LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu sentencepiece pytest tqdm ipywidgets
-$(LATEST)/.installed: pyproject.toml
+$(LATEST)/.installed: pyproject.toml Makefile
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
 	$(LATEST)/bin/python -m pip install -q --no-deps -e .

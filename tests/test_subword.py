@@ -11,7 +11,7 @@ from nmt_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt_lib.corpus import ParallelCorpus
 from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.inference import copy_unknowns, count_unknowns
-from nmt_lib.subword import MARK, BPE, SubwordVocab, learn_bpe, words_of
+from nmt_lib.subword import MARK, SubwordVocab, learn_bpe
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
