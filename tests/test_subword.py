@@ -219,3 +219,26 @@ def test_cli_trains_translates_and_evaluates_with_shared_subwords_and_tied_embed
     out = cli_run("evaluate", "--checkpoint", ckpt, "--limit", 5)
     assert out.returncode == 0, out.stderr
     assert "<unk> in the output" in out.stdout and "signature: nrefs:" in out.stdout
+
+
+def test_word_checkpoint_evaluate_counts_and_copies_unknowns_and_translate_writes_none(tmp_path):
+    data = bpe_corpus(tmp_path)
+    corpus = ParallelCorpus(data, min_freq=1)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
+                                          d_ff=32, n_layers=1))
+    with torch.no_grad():                       # a model that writes nothing but <unk>
+        model.decoder.dense.bias.zero_()
+        model.decoder.dense.weight.zero_()
+        model.decoder.dense.bias[corpus.tgt_vocab.unk_id] = 5.0
+    path = save_checkpoint(tmp_path / "w.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    out = cli_run("evaluate", "--checkpoint", path, "--limit", 3)
+    assert out.returncode == 0, out.stderr
+    assert "<unk> in the output, each replaced by the source word" in out.stdout
+    count = int(out.stdout.split(" <unk> in the output")[0].split()[-1].replace(",", ""))
+    assert count == 3 * 80                      # every step of the 3 sentences, up to max_len 80
+    out = cli_run("translate", "--checkpoint", path, stdin="NOUS CHANTONS .\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() and set(out.stdout.split()) <= {"nous", "chantons", "."}   # copies of source words
+    out = cli_run("translate", "--checkpoint", path, "--tokenized", stdin="NOUS CHANTONS .\n")
+    assert "<unk>" in out.stdout
