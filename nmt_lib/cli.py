@@ -216,7 +216,8 @@ def train_locked(args, parser, out: Path) -> int:
     if rank > 0:                                   # rank 0 alone validated and reports
         return 0
     valid = [v for v in progress["history"]["valid_loss"] if v is not None]
-    held_out = f"valid loss {valid[-1]:.3f} (perplexity {math.exp(valid[-1]):.2f})" if valid else "no validation split"
+    held_out = (f"valid loss {valid[-1]:.3f} (perplexity {math.exp(valid[-1]):.2f})" if valid else
+                "not validated: it stopped before an epoch's end" if corpus.splits.valid else "no validation split")
     print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; {held_out}; checkpoint {out}")
     return 0
 

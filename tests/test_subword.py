@@ -213,6 +213,7 @@ def test_cli_trains_translates_and_evaluates_with_shared_subwords_and_tied_embed
                   "--max-steps", 3, "--out", ckpt)
     assert out.returncode == 0, out.stderr
     assert "shared vocab en=400" in out.stderr
+    assert "not validated: it stopped before an epoch's end" in out.stdout      # not "no validation split"
     out = cli_run("translate", "--checkpoint", ckpt, stdin="NOUS CHANTONS 東京 .\n\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 2 and "<unk>" not in out.stdout
