@@ -1,0 +1,52 @@
+"""The exercises' check functions (nmt_lib.checks) pass right implementations and name what is wrong
+in wrong ones, in one sentence."""
+import math
+
+import pytest
+import torch
+
+from nmt_lib.attention import masked_softmax
+from nmt_lib.checks import CheckFailed, check_brevity_penalty, check_masked_softmax, check_split_merge, compare
+from nmt_lib.multihead import merge_heads, split_heads
+
+
+def one_line(fn, *args):
+    with pytest.raises(CheckFailed) as e:
+        fn(*args)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+def test_compare_names_the_shape_or_the_first_wrong_position():
+    compare("x", torch.ones(2, 3), torch.ones(2, 3))
+    assert "wrong shape (3, 2), expected (2, 3)" in one_line(compare, "x", torch.ones(3, 2), torch.ones(2, 3))
+    got = torch.zeros(2, 3)
+    got[1, 2] = float("nan")
+    assert "at position (1, 2): got nan, expected 0" in one_line(compare, "x", got, torch.zeros(2, 3))
+    assert "wrong value: got 2, expected 1" in one_line(compare, "x", 2.0, 1.0)
+
+
+def test_check_masked_softmax():
+    assert "right" in check_masked_softmax(masked_softmax)
+    assert "wrong value at position" in one_line(check_masked_softmax, lambda s, lens: torch.softmax(s, -1))
+
+    def nan_rows(scores, lens):                    # -inf fill: NaN for a row with no valid key
+        mask = torch.arange(scores.shape[-1]) < (lens[:, None, None] if lens.dim() == 1 else lens[..., None])
+        return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+    assert "no valid key" in one_line(check_masked_softmax, nan_rows)
+    assert "wrong shape" in one_line(check_masked_softmax, lambda s, lens: masked_softmax(s, lens)[:, 0])
+
+
+def test_check_brevity_penalty():
+    bp = lambda h, r: 1.0 if h >= r else math.exp(1 - r / h)
+    assert "right" in check_brevity_penalty(bp)
+    assert "8-token output" in one_line(check_brevity_penalty, lambda h, r: min(1.0, h / r))
+    assert "12-token output" in one_line(check_brevity_penalty, lambda h, r: math.exp(1 - r / h))   # > 1 when longer
+
+
+def test_check_split_merge():
+    assert "right" in check_split_merge(split_heads, merge_heads)
+    plain = lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1)
+    assert "split(x, 4)" in one_line(check_split_merge, plain, merge_heads)
+    assert "wrong shape" in one_line(check_split_merge, lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), merge_heads)
+    assert "merge" in one_line(check_split_merge, split_heads, lambda y: y.reshape(y.shape[0], y.shape[2], -1))
