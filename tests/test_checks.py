@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from nmt_lib.attention import masked_softmax
-from nmt_lib.checks import CheckFailed, check_brevity_penalty, check_masked_softmax, check_split_merge, compare
+from nmt_lib.checks import (CheckFailed, check_brevity_penalty, check_masked_softmax, check_nadaraya_watson,
+                            check_sinusoidal_table, check_split_merge, compare)
 from nmt_lib.multihead import merge_heads, split_heads
+from nmt_lib.positional import sinusoidal_table
 
 
 def one_line(fn, *args):
@@ -50,3 +52,18 @@ def test_check_split_merge():
     assert "split(x, 4)" in one_line(check_split_merge, plain, merge_heads)
     assert "wrong shape" in one_line(check_split_merge, lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), merge_heads)
     assert "merge" in one_line(check_split_merge, split_heads, lambda y: y.reshape(y.shape[0], y.shape[2], -1))
+
+
+def test_check_nadaraya_watson():
+    def nw(q, k, v, width):
+        return torch.softmax(-((q[:, None] - k[None, :]) / width) ** 2 / 2, dim=1) @ v
+    assert "right" in check_nadaraya_watson(nw)
+    unnormalised = lambda q, k, v, width: torch.exp(-((q[:, None] - k[None, :]) / width) ** 2 / 2) @ v
+    assert "width 0.3: wrong value at position (0,)" in one_line(check_nadaraya_watson, unnormalised)
+    assert "wrong shape" in one_line(check_nadaraya_watson, lambda q, k, v, width: nw(q, k, v, width)[None])
+
+
+def test_check_sinusoidal_table():
+    assert "right" in check_sinusoidal_table(sinusoidal_table)
+    swapped = lambda T, D: torch.cat([sinusoidal_table(T, D)[:, 0::2], sinusoidal_table(T, D)[:, 1::2]], dim=1)
+    assert "max_len=5, d_model=4: wrong value at position (0, 1)" in one_line(check_sinusoidal_table, swapped)
