@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from nmt_lib.attention import masked_softmax
+from nmt_lib.data import truncate_pad
 from nmt_lib.checks import (CheckFailed, check_brevity_penalty, check_masked_softmax, check_nadaraya_watson,
+                            check_truncate_pad,
                             check_sinusoidal_table, check_split_merge, compare)
 from nmt_lib.multihead import merge_heads, split_heads
 from nmt_lib.positional import sinusoidal_table
@@ -67,3 +69,10 @@ def test_check_sinusoidal_table():
     assert "right" in check_sinusoidal_table(sinusoidal_table)
     swapped = lambda T, D: torch.cat([sinusoidal_table(T, D)[:, 0::2], sinusoidal_table(T, D)[:, 1::2]], dim=1)
     assert "max_len=5, d_model=4: wrong value at position (0, 1)" in one_line(check_sinusoidal_table, swapped)
+
+
+def test_check_truncate_pad():
+    assert "right" in check_truncate_pad(truncate_pad)
+    in_front = lambda ids, n, pad: [pad] * (n - len(ids)) + ids[:n]
+    assert "truncate_pad([5, 6, 7], 5, pad_id=0): wrong value at position (0,)" in one_line(check_truncate_pad, in_front)
+    assert "wrong shape (6,), expected (4,)" in one_line(check_truncate_pad, lambda ids, n, pad: ids + [pad] * (n - len(ids)))
