@@ -249,6 +249,7 @@ def evaluate_command(args, parser) -> int:
         print(f"{r['unknown']:,} <unk> in the output")
     print(r["score_line"])
     print(f"signature: {r['signature']}")
+    print(f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})")
     print(f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}")
     return 0
 

@@ -77,7 +77,9 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     with_unknowns = metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
     hyps = [detokenize(h, french=french) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
+    chrf = sacrebleu.CHRF(lowercase=True)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
+            "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
             "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": unknown > 0 and not isinstance(ckpt.tgt_vocab, SubwordVocab),

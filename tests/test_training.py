@@ -321,6 +321,7 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     out = cli_run("evaluate", "--checkpoint", ckpt)
     assert out.returncode == 0, out.stderr
     assert "signature: nrefs:" in out.stdout and "case:lc" in out.stdout and "tok:13a" in out.stdout
+    assert "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout        # chrF beside BLEU, with its signature
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
     assert 0 <= score <= 100
 
