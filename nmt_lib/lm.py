@@ -23,7 +23,7 @@ from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.seq2seq import eval_mode, model_device, num_parameters
-from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention
+from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention, check_sizes
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,7 @@ class LMConfig:
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm)")
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "context"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.n_heads or self.d_model % 2:
-            raise ValueError(f"d_model ({self.d_model}) must be even and a multiple of n_heads ({self.n_heads})")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_sizes(self, ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "context"))
 
 
 class CausalBlock(nn.Module):

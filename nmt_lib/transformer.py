@@ -20,6 +20,18 @@ from nmt_lib.positional import PositionalEncoding
 from nmt_lib.seq2seq import EncoderDecoder, eval_mode
 
 
+def check_sizes(cfg, names):
+    """What every Transformer configuration needs: the named sizes positive, d_model even and a
+    multiple of n_heads, dropout in [0, 1). Raises ValueError naming the setting."""
+    for name in names:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be positive, got {getattr(cfg, name)}")
+    if cfg.d_model % cfg.n_heads or cfg.d_model % 2:
+        raise ValueError(f"d_model ({cfg.d_model}) must be even and a multiple of n_heads ({cfg.n_heads})")
+    if not 0 <= cfg.dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     src_vocab_size: int
@@ -38,13 +50,7 @@ class TransformerConfig:
     MAX_LEN = 65_536           # a class constant, not a field: far beyond any sentence of the course
 
     def __post_init__(self):
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.n_heads or self.d_model % 2:
-            raise ValueError(f"d_model ({self.d_model}) must be even and a multiple of n_heads ({self.n_heads})")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_sizes(self, ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"tie_embeddings needs one shared vocabulary, got {self.src_vocab_size:,} source and "
                              f"{self.tgt_vocab_size:,} target tokens")
