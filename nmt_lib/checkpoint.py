@@ -46,16 +46,18 @@ def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
             "src_model": src_vocab.model_bytes, "tgt_model": tgt_vocab.model_bytes}
 
 
-def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
-    """The checkpoint's (source, target) vocabularies, with their tokenizers; `CheckpointError` if unusable."""
+def load_vocabularies(payload: dict, path, words: tuple[Vocab, Vocab]) -> tuple[Vocab, Vocab]:
+    """The checkpoint's (source, target) vocabularies with their tokenizers, one object if they were
+    shared; `words` are its token lists as plain `Vocab`s. `CheckpointError` if unusable."""
     tokenizer = payload.get("tokenizer") or {"kind": "word"}          # checkpoints before chapter 8b: words
     try:
         if tokenizer.get("kind") == "word":
-            return Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
-        if tokenizer.get("kind") != "sentencepiece-bpe":
+            src, tgt = words[0], words[0] if tokenizer.get("shared") else words[1]
+        elif tokenizer.get("kind") == "sentencepiece-bpe":
+            src = SubwordVocab(tokenizer["src_model"])
+            tgt = src if tokenizer.get("shared") else SubwordVocab(tokenizer["tgt_model"])
+        else:
             raise ValueError(f"unknown tokenizer kind {tokenizer.get('kind')!r}")
-        src = SubwordVocab(tokenizer["src_model"])
-        tgt = src if tokenizer.get("shared") else SubwordVocab(tokenizer["tgt_model"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its tokenizer is missing or damaged ({e})") from None
     if src.idx_to_token != list(payload["src_vocab"]) or tgt.idx_to_token != list(payload["tgt_vocab"]):
@@ -97,10 +99,10 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}")
     try:
         cfg = TransformerConfig(**payload["config"])
-        Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
+        words = Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path} has an unusable config or vocabulary: {e}") from None
-    src_vocab, tgt_vocab = load_vocabularies(payload, path)
+    src_vocab, tgt_vocab = load_vocabularies(payload, path, words)
     if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
                               f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")

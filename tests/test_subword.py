@@ -243,3 +243,13 @@ def test_word_checkpoint_evaluate_counts_and_copies_unknowns_and_translate_write
     assert out.stdout.split() and set(out.stdout.split()) <= {"nous", "chantons", "."}   # copies of source words
     out = cli_run("translate", "--checkpoint", path, "--tokenized", stdin="NOUS CHANTONS .\n")
     assert "<unk>" in out.stdout
+
+
+def test_a_shared_word_vocabulary_loads_as_one_object(tmp_path):
+    corpus = ParallelCorpus(bpe_corpus(tmp_path), min_freq=1, shared_vocab=True)
+    assert corpus.src_vocab is corpus.tgt_vocab
+    n = len(corpus.src_vocab)
+    model = Transformer(TransformerConfig(n, n, d_model=16, n_heads=2, d_ff=32, n_layers=1, tie_embeddings=True))
+    path = save_checkpoint(tmp_path / "w.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    ckpt = load_checkpoint(path)
+    assert ckpt.src_vocab is ckpt.tgt_vocab and ckpt.payload["tokenizer"] == {"kind": "word", "shared": True}
