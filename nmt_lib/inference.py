@@ -74,13 +74,15 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
     metric = sacrebleu.BLEU(lowercase=True)
     unknown = count_unknowns(result.hypotheses)
-    with_unknowns = metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
+    copied = unknown > 0 and not isinstance(ckpt.tgt_vocab, SubwordVocab)
     hyps = [detokenize(h, french=french) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
+    with_unknowns = (metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
+                     if copied else score.score)                 # nothing was replaced: the same text
     chrf = sacrebleu.CHRF(lowercase=True)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
             "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
             "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
-            "unknown": unknown, "copied": unknown > 0 and not isinstance(ckpt.tgt_vocab, SubwordVocab),
+            "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}

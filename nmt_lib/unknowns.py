@@ -4,6 +4,7 @@
 word that the decoder's cross-attention weighs most at that step."""
 import torch
 
+from nmt_lib.data import truncate_pad
 from nmt_lib.seq2seq import model_device
 from nmt_lib.text import SPECIALS, Vocab
 
@@ -12,7 +13,7 @@ UNK = SPECIALS[3]
 
 def _padded(rows, pad_id, device):
     width = max(map(len, rows))
-    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
+    return torch.tensor([truncate_pad(r, width, pad_id) for r in rows], device=device)
 
 
 @torch.no_grad()
@@ -28,12 +29,11 @@ def replace_unknowns(model, sources, outputs, src_vocab: Vocab, tgt_vocab: Vocab
         raise ValueError(f"need one source per output, got {len(sources)} sources and {len(outputs)} outputs")
     result = [list(out) for out in outputs]
     todo = [i for i, out in enumerate(outputs) if UNK in out and sources[i]]
-    longest = model.cfg.max_len - 1
+    longest, device = model.cfg.max_len - 1, model_device(model)
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
         src_ids = [src_vocab[sources[i][:longest]] + [src_vocab.eos_id] for i in chunk]
         tgt_in = [[tgt_vocab.bos_id] + tgt_vocab[outputs[i][:longest]] for i in chunk]
-        device = model_device(model)
         src = _padded(src_ids, src_vocab.pad_id, device)
         src_len = torch.tensor([len(r) for r in src_ids], device=device)
         maps = model.attention_maps(src, src_len, _padded(tgt_in, tgt_vocab.pad_id, device))
