@@ -165,6 +165,22 @@ def sequence_scores(model, src, src_len, sequences, *, bos_id: int, eos_id: int,
     return (token_logp * real).sum(1) / lengths.clamp_min(1).float() ** alpha
 
 
+def beam_step(scores, logp, finished, eos_id: int):
+    """One step of beam search for B sentences of K beams: the K best one-token extensions of each.
+
+    `scores` (B, K) are the beams' summed log-probabilities (-inf for an empty slot), `logp` (B, K, V)
+    the log-probabilities of each beam's next token, `finished` (B, K) marks beams that have produced
+    `<eos>`: such a beam can only "continue" with `<eos>`, at no cost. Returns, best first, the new
+    scores (B, K), the beam each extends (B, K) and the token it adds (B, K).
+    """
+    B, K, V = logp.shape
+    stay = torch.full((V,), float("-inf"), device=logp.device)
+    stay[eos_id] = 0.0
+    logp = torch.where(finished.unsqueeze(-1), stay, logp)
+    top_scores, top = (scores.unsqueeze(-1) + logp).view(B, K * V).topk(K, dim=-1)     # over all K * V candidates
+    return top_scores, top // V, top % V
+
+
 @torch.no_grad()
 def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
                 alpha: float = 1.0) -> Decoded:
@@ -189,12 +205,7 @@ def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int
         for _ in range(max_len):
             logits, state, _ = model.step(tokens, state)
             logp = torch.log_softmax(logits[:, -1].float(), dim=-1).view(B, K, -1)      # (B, K, V)
-            V = logp.shape[-1]
-            stay = torch.full((V,), float("-inf"), device=device)
-            stay[eos_id] = 0.0                                    # a finished beam only "continues" with <eos>, free
-            logp = torch.where(finished.unsqueeze(-1), stay, logp)
-            top_scores, top = (scores.unsqueeze(-1) + logp).view(B, K * V).topk(K, dim=-1)   # (B, K)
-            beam, token = top // V, top % V
+            top_scores, beam, token = beam_step(scores, logp, finished, eos_id)          # each (B, K)
             state = model.decoder.reorder_state(state, (torch.arange(B, device=device).unsqueeze(1) * K + beam).view(-1))
             was_finished = finished.gather(1, beam)
             seqs = torch.cat([seqs.gather(1, beam.unsqueeze(-1).expand(-1, -1, seqs.shape[2])), token.unsqueeze(-1)], dim=2)

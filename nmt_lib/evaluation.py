@@ -2,11 +2,16 @@
 
 """Evaluation helpers: BLEU by source-length bucket, and per-sentence scores for error analysis.
 
-Works on the `BleuResult`s of `nmt_lib.decoding.evaluate_bleu`.
+Works on the `BleuResult`s of `nmt_lib.decoding.evaluate_bleu`; `beam_trace` and `draw_beam_tree`
+show one sentence's beam search as a tree.
 """
+import matplotlib.pyplot as plt
 import pandas as pd
+import torch
 
+from nmt_lib.decoding import beam_step
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
+from nmt_lib.seq2seq import eval_mode, model_device
 
 
 def bleu_by_length(result, edges=(1, 4, 5, 6, 7, 100)) -> pd.DataFrame:
@@ -30,3 +35,102 @@ def per_sentence(result) -> pd.DataFrame:
               for h, refs in zip(result.hypotheses, result.references)]
     return pd.DataFrame({"English": result.sources, "translation": result.hypotheses,
                          "references": [" | ".join(refs) for refs in result.references], "sentence BLEU": scores})
+
+
+@torch.no_grad()
+def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, max_len: int = 30,
+               alpha: float = 1.0, show: int = 2):
+    """Beam search on one sentence (`src_ids`, ending in <eos>), keeping the search tree.
+
+    Each step is chapter 7's `beam_step`, as in `beam_search`, with the decoder re-run on each beam's
+    whole prefix. Returns `(best, nodes)`: the best finished hypothesis (token ids, without <eos>) and
+    one dict per hypothesis: `step`, `parent` (index into nodes; None for <bos>), `token`, `logp` (sum
+    of log-probabilities so far), `kept` (in the beam after its step) and, on the path of the returned
+    hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
+    """
+    device = model_device(model)
+    src, src_len = torch.tensor([src_ids], device=device), torch.tensor([len(src_ids)], device=device)
+    nodes = [dict(step=0, parent=None, token=bos_id, logp=0.0, kept=True)]
+
+    def path(i):                                   # token ids from <bos> to node i
+        ids = []
+        while i is not None:
+            ids.append(nodes[i]["token"])
+            i = nodes[i]["parent"]
+        return ids[::-1]
+
+    K = beam_size
+    slots = [0] + [None] * (K - 1)                 # the node in each beam slot; empty slots score -inf
+    scores = torch.tensor([[0.0] + [float("-inf")] * (K - 1)], device=device)
+    finished = torch.zeros(1, K, dtype=torch.bool, device=device)
+    with eval_mode(model):
+        start = model.encode(src, src_len)
+        for step in range(1, max_len + 1):
+            logp = torch.zeros(1, K, model.cfg.tgt_vocab_size, device=device)
+            for k, node in enumerate(slots):
+                if node is not None and not finished[0, k]:
+                    logits = model.step(torch.tensor([path(node)], device=device), start)[0]
+                    logp[0, k] = torch.log_softmax(logits[0, -1].float(), dim=-1)
+            top_scores, beam, token = beam_step(scores, logp, finished, eos_id)
+            kept = {(int(b), int(t)): float(s) for b, t, s in zip(beam[0], token[0], top_scores[0])}
+            new_slots = []
+            for b, t in zip(beam[0].tolist(), token[0].tolist()):
+                if finished[0, b]:                 # a finished beam is carried over unchanged
+                    new_slots.append(slots[b])
+                    continue
+                nodes.append(dict(step=step, parent=slots[b], token=t, logp=kept[b, t], kept=True))
+                new_slots.append(len(nodes) - 1)
+            for k, node in enumerate(slots):       # the runners-up, pruned
+                if node is not None and not finished[0, k]:
+                    for v, t in zip(*logp[0, k].topk(show)):
+                        if (k, int(t)) not in kept:
+                            nodes.append(dict(step=step, parent=node, token=int(t), logp=float(scores[0, k] + v),
+                                              kept=False))
+            slots, scores = new_slots, top_scores
+            finished = finished.gather(1, beam) | (token == eos_id)
+            if finished.all():
+                break
+    best = max((i for i in slots if i is not None), key=lambda i: nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha)
+    i = best
+    while i is not None:                           # mark the winner's path for the drawing
+        nodes[i]["best"] = True
+        i = nodes[i]["parent"]
+    ids = path(best)[1:]
+    return (ids[:-1] if ids and ids[-1] == eos_id else ids), nodes
+
+
+def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
+    """Draw `beam_trace`'s nodes: step on x, kept hypotheses black, pruned grey, the winner's path red."""
+    children = {}
+    for i, n in enumerate(nodes):
+        children.setdefault(n["parent"], []).append(i)
+    y, next_y = {}, [0]
+
+    def place(i):                                  # leaves get consecutive rows, parents sit at their middle
+        kids = sorted(children.get(i, []), key=lambda k: -nodes[k]["logp"])
+        if not kids:
+            y[i] = next_y[0]
+            next_y[0] += 1
+        else:
+            for k in kids:
+                place(k)
+            y[i] = sum(y[k] for k in kids) / len(kids)
+    place(0)
+    on_best = {i for i, n in enumerate(nodes) if n.get("best")}
+    fig, ax = plt.subplots(figsize=(1.45 * (max(n["step"] for n in nodes) + 1), 0.42 * next_y[0] + 1))
+    for i, n in enumerate(nodes):
+        if n["parent"] is not None:
+            p = nodes[n["parent"]]
+            red = i in on_best
+            ax.plot([p["step"], n["step"]], [y[n["parent"]], y[i]], color="tab:red" if red else
+                    ("0.25" if n["kept"] else "0.8"), lw=2 if red else 1, zorder=1)
+        label = to_token(n["token"]) + ("" if n["parent"] is None else f"\n{n['logp']:.2f}")
+        ax.text(n["step"], y[i], label, ha="center", va="center", fontsize=8, zorder=2,
+                color="tab:red" if i in on_best else ("black" if n["kept"] else "0.55"),
+                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="tab:red" if i in on_best else
+                          ("0.3" if n["kept"] else "0.8")))
+    ax.set(title=title, xlabel="decoding step (label: token, then the sum of log-probabilities so far)",
+           xlim=(-0.6, max(n["step"] for n in nodes) + 0.6), ylim=(next_y[0] - 0.5, -0.5), yticks=[])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    return fig
