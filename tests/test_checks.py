@@ -7,11 +7,16 @@ import torch
 
 from nmt_lib.attention import masked_softmax
 from nmt_lib.data import truncate_pad
-from nmt_lib.checks import (CheckFailed, check_brevity_penalty, check_masked_softmax, check_nadaraya_watson,
-                            check_truncate_pad,
-                            check_sinusoidal_table, check_split_merge, compare)
+import torch.nn.functional as F
+
+from nmt_lib.checks import (CheckFailed, check_attention_entropy, check_beam_step, check_brevity_penalty,
+                            check_masked_cross_entropy, check_masked_softmax, check_nadaraya_watson,
+                            check_sinusoidal_table, check_sliced_loss, check_smoothed_loss, check_split_merge,
+                            check_truncate_pad, compare)
+from nmt_lib.decoding import beam_step
 from nmt_lib.multihead import merge_heads, split_heads
 from nmt_lib.positional import sinusoidal_table
+from nmt_lib.seq2seq import masked_cross_entropy
 
 
 def one_line(fn, *args):
@@ -76,3 +81,59 @@ def test_check_truncate_pad():
     in_front = lambda ids, n, pad: [pad] * (n - len(ids)) + ids[:n]
     assert "truncate_pad([5, 6, 7], 5, pad_id=0): wrong value at position (0,)" in one_line(check_truncate_pad, in_front)
     assert "wrong shape (6,), expected (4,)" in one_line(check_truncate_pad, lambda ids, n, pad: ids + [pad] * (n - len(ids)))
+
+
+def test_check_masked_cross_entropy():
+    assert "right" in check_masked_cross_entropy(masked_cross_entropy)
+    over_all = lambda logits, tgt, pad: (F.cross_entropy(logits.flatten(0, 1), tgt.flatten()), tgt.numel())
+    assert "padding: the loss: wrong value" in one_line(check_masked_cross_entropy, over_all)
+    pad0 = lambda logits, tgt, pad: masked_cross_entropy(logits, tgt, 0)           # ignores the pad id given
+    assert "pad_id 1: the loss" in one_line(check_masked_cross_entropy, pad0)
+    assert "return (loss, n_tokens)" in one_line(check_masked_cross_entropy, lambda x, t, p: masked_cross_entropy(x, t, p)[0])
+
+
+def test_check_beam_step():
+    assert "right" in check_beam_step(beam_step)
+
+    def no_stay(scores, logp, finished, eos_id):               # a finished beam pays for more tokens
+        B, K, V = logp.shape
+        top_scores, top = (scores.unsqueeze(-1) + logp).view(B, K * V).topk(K, dim=-1)
+        return top_scores, top // V, top % V
+    assert "finished beams, scores: wrong value at position (0, 0)" in one_line(check_beam_step, no_stay)
+
+    def per_beam(scores, logp, finished, eos_id):               # each beam keeps its own best token only
+        best, token = (scores.unsqueeze(-1) + logp).max(-1)
+        return best, torch.arange(logp.shape[1]).expand_as(best), token
+    assert "the first step (one live beam), scores" in one_line(check_beam_step, per_beam)
+
+
+def test_check_attention_entropy():
+    right = lambda w: -(w * torch.where(w > 0, w, 1.0).log()).sum(-1).mean(-1)
+    assert "right" in check_attention_entropy(right)
+    assert "one-hot rows: wrong value" in one_line(check_attention_entropy, lambda w: -(w * w.log()).sum(-1).mean(-1))
+    assert "wrong shape (3,), expected ()" in one_line(check_attention_entropy,
+                                                       lambda w: -(w * torch.where(w > 0, w, 1.0).log()).sum(-1))
+
+
+def test_check_smoothed_loss():
+    assert "right" in check_smoothed_loss(lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps))
+
+    def over_the_others(logits, target, eps):                   # eps over the V - 1 wrong tokens only
+        logp = torch.log_softmax(logits, dim=-1)
+        q = torch.full_like(logp, eps / (logits.shape[-1] - 1)).scatter(-1, target[:, None], 1 - eps)
+        return -(q * logp).sum(-1).mean()
+    assert "eps=0.1: wrong value" in one_line(check_smoothed_loss, over_the_others)
+
+
+def test_check_sliced_loss():
+    def summed(hidden, weight, bias, targets, rows):
+        return sum(F.cross_entropy(hidden[i:i + rows] @ weight.T + bias, targets[i:i + rows], reduction="sum")
+                   for i in range(0, len(hidden), rows))
+    assert "right" in check_sliced_loss(summed)
+
+    def averaged(hidden, weight, bias, targets, rows):
+        return sum(F.cross_entropy(hidden[i:i + rows] @ weight.T + bias, targets[i:i + rows])
+                   for i in range(0, len(hidden), rows))
+    assert "rows=3: the loss: wrong value" in one_line(check_sliced_loss, averaged)
+    detached = lambda h, w, b, t, rows: summed(h.detach(), w, b, t, rows)
+    assert "has no gradient" in one_line(check_sliced_loss, detached)

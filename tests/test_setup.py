@@ -102,6 +102,17 @@ def test_the_teaching_chapters_use_the_plain_blocks():
             assert switch not in code, f"{path.name} switches on {switch}; chapter 10 is where speed-ups live"
 
 
+def test_every_chapter_from_1_on_ends_with_exercises():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        if path.name.startswith("00_"):
+            continue
+        headings = [line for c in notebook_cells(path) if c["cell_type"] == "markdown"
+                    for line in "".join(c["source"]).splitlines() if line.startswith("## ")]
+        assert "## Exercises" in headings, f"{path.name} has no exercises"
+        assert headings.index("## Exercises") > headings.index("## Summary"), \
+            f"{path.name}: the exercises come after the summary"
+
+
 def test_a_chapter_with_exercises_has_its_solutions_executed_beside_it():
     chapters = [p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))
                 if any("## Exercises" in "".join(c["source"]) for c in notebook_cells(p))]
