@@ -45,8 +45,8 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     Each step is chapter 7's `beam_step`, as in `beam_search`, with the decoder re-run on each beam's
     whole prefix. Returns `(best, nodes)`: the best finished hypothesis (token ids, without <eos>) and
     one dict per hypothesis: `step`, `parent` (index into nodes; None for <bos>), `token`, `logp` (sum
-    of log-probabilities so far), `kept` (in the beam after its step) and, on the path of the returned
-    hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
+    of log-probabilities so far), `kept` (in the beam after its step), `final` (in the beam at the end)
+    and, on the path of the returned hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
     """
     device = model_device(model)
     src, src_len = torch.tensor([src_ids], device=device), torch.tensor([len(src_ids)], device=device)
@@ -90,6 +90,9 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
             finished = finished.gather(1, beam) | (token == eos_id)
             if finished.all():
                 break
+    for i in slots:                                # the hypotheses in the beam at the end
+        if i is not None:
+            nodes[i]["final"] = True
     best = max((i for i in slots if i is not None), key=lambda i: nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha)
     i = best
     while i is not None:                           # mark the winner's path for the drawing

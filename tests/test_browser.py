@@ -9,6 +9,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -31,6 +32,7 @@ CHROMIUM = os.environ.get("NMT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 LAB_NOTEBOOK = "02_attention_pooling.ipynb"
+WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.widgets)
 
 if not Path(CHROMIUM).is_file():
     if "NMT_CHROMIUM" in os.environ:        # make test promised a browser: its absence is a failure
@@ -236,6 +238,64 @@ def test_jupyterlab_runs_a_notebook_and_shows_its_text_and_figures(page, tmp_pat
             raise
 
 
+def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page, tmp_path):
+    copy_without_outputs(ROOT / "notebooks" / WIDGET_NOTEBOOK, tmp_path / WIDGET_NOTEBOOK)
+    token = secrets.token_hex(16)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with jupyter_lab(tmp_path, free_port(), token) as url:
+        try:
+            page.goto(f"{url}/lab/tree/{WIDGET_NOTEBOOK}?token={token}")
+            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+            expect(notebook).to_be_visible(timeout=60_000)
+            indicator = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator")
+            wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
+            expect(indicator).to_have_attribute("data-status", "idle", timeout=60_000)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+            app = notebook.locator(".nmt-translator")
+            expect(app).to_have_count(1, timeout=300_000)        # quick mode trains chapter 8's models first
+            # The app's later cells set its controls; wait for the last one (the static views) and an idle
+            # kernel, so that what the test types is not interleaved with Run All.
+            expect(notebook.locator(".nmt-view").first).to_be_attached(timeout=300_000)
+            wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
+            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+            news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
+            if news.count():
+                news.first.click()
+            app.scroll_into_view_if_needed()
+            heatmap = app.locator("img.widget-image")
+            expect(heatmap).to_have_attribute("src", re.compile("^blob:|^data:"), timeout=60_000)
+            before = heatmap.get_attribute("src")
+            box = app.locator(".widget-text input")
+            box.fill("I am cold.")
+            box.press("Enter")
+            expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)      # a new sentence, a new map
+            tokens = app.locator(".nmt-token")
+            expect(tokens.first).to_be_visible()
+            assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute("title")
+            selects = app.locator(".widget-dropdown select")          # attention kind, layer, head
+            for which, label in [(1, "1"), (2, "1")]:                  # layer 1, then head 1
+                before = heatmap.get_attribute("src")
+                selects.nth(which).select_option(label=label)
+                expect(heatmap).not_to_have_attribute("src", before, timeout=30_000)
+            box.fill("?!")
+            box.press("Enter")
+            expect(app).to_contain_text("only punctuation", timeout=30_000)
+            box.fill("I am cold.")
+            box.press("Enter")
+            expect(tokens.first).to_be_visible(timeout=30_000)
+            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+            expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+                   .filter(has_text="Error")).to_have_count(0)
+            app.screenshot(path=str(SHOTS / "translator.png"))
+        except Exception:
+            page.screenshot(path=str(SHOTS / "translator-failure.png"))
+            print("browser console:", *page.console[-40:], sep="\n  ")
+            print("lab.log:", (tmp_path / "lab.log").read_text(errors="replace")[-3000:], sep="\n")
+            raise
+
+
 @contextlib.contextmanager
 def serve(folder: Path):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
@@ -290,4 +350,26 @@ def test_book_reads_offline_with_math_and_images(page):
         assert total >= 2 and loaded == total, f"{loaded} of {total} figures loaded"
         page.locator("mjx-container").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "book-chapter.png"))
+    assert page.outside == [], f"the book asked for outside resources: {page.outside}"
+
+
+@pytest.mark.skipif(not (BOOK / "index.html").is_file(), reason="build the book first: make book")
+def test_book_shows_the_translator_views_offline_without_a_kernel(page):
+    with serve(BOOK) as url:
+        page.goto(f"{url}/08_evaluation.html")
+        views = page.locator(".nmt-view")
+        expect(views.first).to_be_visible(timeout=30_000)
+        assert views.count() >= 1
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate("""() => [...document.querySelectorAll('.nmt-view img')]
+                                      .every(i => i.complete && i.naturalWidth > 0)""")
+        panels, tabs = views.first.locator(".nmt-panel"), views.first.locator("label.nmt-tab")
+        assert panels.count() == tabs.count() == 3
+        expect(panels.nth(0)).to_be_visible()
+        expect(panels.nth(1)).to_be_hidden()
+        tabs.nth(1).click()                                   # CSS alone switches the view
+        expect(panels.nth(1)).to_be_visible()
+        expect(panels.nth(0)).to_be_hidden()
+        views.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "book-translator-views.png"))
     assert page.outside == [], f"the book asked for outside resources: {page.outside}"

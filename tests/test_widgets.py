@@ -1,0 +1,111 @@
+"""nmt_lib.widgets (explore, draw_attention, TranslatorApp, static_views) and chapter 8's beam_trace,
+on a small untrained Transformer."""
+import pytest
+import torch
+
+from nmt_lib.decoding import beam_search, greedy_decode, sequence_scores, translate
+from nmt_lib.evaluation import beam_trace
+from nmt_lib.text import Vocab
+from nmt_lib.transformer import Transformer, TransformerConfig
+from nmt_lib.widgets import KINDS, TranslatorApp, draw_attention, explore, static_views
+
+EN = ["i am cold .", "he is here .", "we are in the house .", "go !", "i like big cats ."]
+FR = ["j'ai froid .", "il est ici .", "nous sommes dans la maison .", "va !", "j'aime les gros chats ."]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    src, tgt = Vocab(EN), Vocab(FR)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2)).eval()
+    return model, src, tgt
+
+
+def test_explore_translates_and_returns_every_map(tiny):
+    model, src, tgt = tiny
+    exp = explore(model, src, tgt, "We are in the house.")
+    assert exp.translation == translate(model, ["We are in the house."], src, tgt, max_len=30)[0]
+    assert exp.src_tokens == ["we", "are", "in", "the", "house", ".", "<eos>"]
+    assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (len(exp.tgt_tokens) - 1, len(exp.tgt_tokens))
+    S, T = len(exp.src_tokens), len(exp.tgt_tokens)
+    assert exp.maps["encoder"].shape == (2, 2, S, S)
+    assert exp.maps["decoder_self"].shape == (2, 2, T, T) and exp.maps["cross"].shape == (2, 2, T, S)
+    assert torch.allclose(exp.maps["cross"].sum(-1), torch.ones(2, 2, T))
+    assert exp.notes == [] and exp.hypotheses == []
+
+
+@pytest.mark.parametrize("text, message", [("", "Type an English sentence"), ("  \n", "Type an English sentence"),
+                                           ("?! ...", "only punctuation")])
+def test_explore_refuses_input_with_nothing_to_translate(tiny, text, message):
+    with pytest.raises(ValueError, match=message):
+        explore(*tiny, text)
+
+
+def test_explore_notes_cuts_and_unknown_words(tiny):
+    exp = explore(*tiny, "the zyzzyva is " + "very " * 30 + "cold .", max_src_len=10)
+    assert len(exp.src_tokens) == 11                                   # 10 tokens and <eos>
+    assert any("Cut to its first 10 of 35 tokens" in n for n in exp.notes)
+    assert any("zyzzyva" in n and "very" in n for n in exp.notes)     # both unknown to this vocabulary
+    assert all("\n" not in n for n in exp.notes)
+
+
+def test_explore_with_beam_search_lists_the_hypotheses(tiny):
+    model, src, tgt = tiny
+    exp = explore(model, src, tgt, "i like big cats .", beam_size=3)
+    assert len(exp.hypotheses) == 3
+    scores = [h[2] for h in exp.hypotheses]
+    assert scores == sorted(scores, reverse=True) and exp.hypotheses[0][0] == exp.translation
+
+
+def test_draw_attention_labels_the_tokens_and_averages_heads(tiny):
+    exp = explore(*tiny, "he is here .")
+    for kind in KINDS:
+        fig = draw_attention(exp, kind, layer=2, head=1)
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == (exp.src_tokens if kind != "decoder masked self-attention"
+                                                                else exp.tgt_tokens)
+        assert "layer 2, head 1" in ax.get_title()
+    image = draw_attention(exp, "cross-attention", layer=1).axes[0].images[0].get_array()
+    assert torch.allclose(torch.as_tensor(image.data), exp.maps["cross"][0].mean(0).float(), atol=1e-6)
+
+
+def test_the_app_translates_redraws_and_shows_messages(tiny):
+    app = TranslatorApp(*tiny, example="i am cold .")
+    assert 'class="nmt-token"' in app.translation.value and app.message.value == ""
+    first = app.image.value
+    assert first[:4] == b"\x89PNG"
+    app.layer.value = 1                                               # an observer redraws the heatmap
+    assert app.image.value != first
+    app.head.value = 2
+    assert app.image.value[:4] == b"\x89PNG"
+    app.search.value = "beam search"                                 # translates again, with hypotheses
+    assert "<table>" in app.hypotheses.value
+    app.text.value = "?!"
+    assert "only punctuation" in app.message.value and app.translation.value == "" and app.image.value == b""
+    app.text.value = "he is here ."
+    assert app.message.value == "" and app.image.value[:4] == b"\x89PNG"
+
+
+def test_static_views_need_no_javascript(tiny):
+    page = static_views(*tiny, ["i am cold .", "go !"])
+    assert "<script" not in page
+    assert page.count('type="radio"') == 2 * len(KINDS) and page.count("data:image/png;base64,") == 2 * len(KINDS)
+    assert page.count(" checked") == 2                                # one tab open per sentence
+
+
+def test_beam_trace_is_the_search_beam_search_runs(tiny):
+    model, src, tgt = tiny
+    kw = dict(bos_id=tgt.bos_id, eos_id=tgt.eos_id)
+    for sentence in EN:
+        ids = src[sentence.split()] + [src.eos_id]
+        s, s_len = torch.tensor([ids]), torch.tensor([len(ids)])
+        best, nodes = beam_trace(model, ids, beam_size=3, max_len=12, **kw)
+        assert sum(bool(n.get("final")) for n in nodes) == 3
+        assert all(n["parent"] is None or nodes[n["parent"]]["step"] == n["step"] - 1 for n in nodes)
+        chosen = beam_search(model, s, s_len, beam_size=3, max_len=12, **kw).tokens[0]
+        greedy = greedy_decode(model, s, s_len, max_len=12, **kw).tokens[0]
+        if chosen != greedy:            # beam_search kept its beam's best: the trace must find the same
+            assert best == chosen
+        else:                           # beam_search fell back on greedy, which must score at least as well
+            score = lambda t: float(sequence_scores(model, s, s_len, [(t, len(t) < 12)], **kw)[0])
+            assert score(greedy) >= score(best) - 1e-6
