@@ -109,3 +109,14 @@ def test_beam_trace_is_the_search_beam_search_runs(tiny):
         else:                           # beam_search fell back on greedy, which must score at least as well
             score = lambda t: float(sequence_scores(model, s, s_len, [(t, len(t) < 12)], **kw)[0])
             assert score(greedy) >= score(best) - 1e-6
+
+
+def test_explore_takes_any_text_with_a_subword_model():
+    from nmt_lib.subword import SubwordVocab
+    src, tgt = SubwordVocab.learn(EN * 3, 300), SubwordVocab.learn(FR * 3, 300)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()
+    exp = explore(model, src, tgt, "Zürich is cold.")               # ü never occurred: spelled out as bytes
+    assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
+    assert any("<0xC3>" in n for n in exp.notes)
+    assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(exp.src_tokens)
