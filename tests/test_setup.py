@@ -44,8 +44,9 @@ def test_ci_runs_make_test_with_the_shared_data():
 
 
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the subword tokenizer
-# (chapter 8b): each is imported inside the functions that use it, so that importing nmt_lib never needs it.
-LAZY_ONLY = {"sacrebleu", "sentencepiece"}
+# (chapter 8b), ipywidgets and IPython the translator app (chapter 8): each is imported inside the functions
+# that use it, so that importing nmt_lib never needs it.
+LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
