@@ -188,112 +188,110 @@ def show_first_figure(page, notebook):
     raise AssertionError("no figure drawn while scrolling through the notebook")
 
 
-def test_jupyterlab_runs_a_notebook_and_shows_its_text_and_figures(page, tmp_path):
-    # A copy without outputs: whatever appears below was produced by this run, and the committed
-    # file stays as it is (Run All marks the notebook dirty and Lab may autosave).
-    n_code = copy_without_outputs(ROOT / "notebooks" / LAB_NOTEBOOK, tmp_path / LAB_NOTEBOOK)
+@contextlib.contextmanager
+def lab_notebook(page, tmp_path: Path, name: str, shot: str):
+    """JupyterLab showing a copy of notebooks/NAME without its outputs (whatever appears was produced by
+    this run, and the committed file stays as it is: Run All marks the notebook dirty and Lab may
+    autosave), its kernel started and idle. Yields (url, token, notebook, indicator, number of code
+    cells); on failure, saves SHOT-failure.png and prints the console and Lab's log."""
+    n_code = copy_without_outputs(ROOT / "notebooks" / name, tmp_path / name)
     token = secrets.token_hex(16)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with jupyter_lab(tmp_path, free_port(), token) as url:
         try:
-            page.goto(f"{url}/lab/tree/{LAB_NOTEBOOK}?token={token}")
+            page.goto(f"{url}/lab/tree/{name}?token={token}")
             notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
             expect(notebook).to_be_visible(timeout=60_000)
-            outputs = notebook.locator(".jp-OutputArea-output")
             indicator = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator")
             # Lab starts the kernel after showing the notebook; wait until the server has it idle and
             # the page has connected to it (the indicator goes "connecting" -> "idle").
-            wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
+            wait_for_idle_kernel(page, url, token, name)
             expect(indicator).to_have_attribute("data-status", "idle", timeout=60_000)
-            expect(outputs).to_have_count(0)
-
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-
-            expect(outputs.filter(has_text="50 training points, 50 test queries")).to_have_count(1, timeout=120_000)
-            expect(outputs.filter(has_text="learned w =")).to_have_count(1, timeout=120_000)
-            figures = notebook.locator(".jp-OutputArea-output img")
-            expect(figures.first).to_be_visible(timeout=60_000)
-            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
-            wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
-            expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-                   .filter(has_text="Error")).to_have_count(0)
-            # Lab renders only the cells near the viewport, so check what is drawn, not every figure.
-            assert figures.count() >= 1
-            assert all(figures.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
-                       for i in range(figures.count()))
-            # Saved from the menu, the file on disk shows that every code cell ran, in order.
-            counts = save_and_read_execution_counts(page, tmp_path / LAB_NOTEBOOK, n_code)
-            assert counts == list(range(1, n_code + 1)), f"execution counts after Run All: {counts}"
-            news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
-            if news.count():
-                news.first.click()
-                expect(news).to_have_count(0)
-            show_first_figure(page, notebook)
-            page.screenshot(path=str(SHOTS / "jupyterlab.png"))
+            yield url, token, notebook, indicator, n_code
         except Exception:
-            page.screenshot(path=str(SHOTS / "jupyterlab-failure.png"))
+            page.screenshot(path=str(SHOTS / f"{shot}-failure.png"))
             print("browser console:", *page.console[-40:], sep="\n  ")
             print("lab.log:", (tmp_path / "lab.log").read_text(errors="replace")[-3000:], sep="\n")
             raise
+
+
+def run_all(page):
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def dismiss_news(page):
+    news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
+    if news.count():
+        news.first.click()
+        expect(news).to_have_count(0)
+
+
+def no_errors(notebook):
+    expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+           .filter(has_text="Error")).to_have_count(0)
+
+
+def test_jupyterlab_runs_a_notebook_and_shows_its_text_and_figures(page, tmp_path):
+    with lab_notebook(page, tmp_path, LAB_NOTEBOOK, "jupyterlab") as (url, token, notebook, indicator, n_code):
+        outputs = notebook.locator(".jp-OutputArea-output")
+        expect(outputs).to_have_count(0)
+        run_all(page)
+        expect(outputs.filter(has_text="50 training points, 50 test queries")).to_have_count(1, timeout=120_000)
+        expect(outputs.filter(has_text="learned w =")).to_have_count(1, timeout=120_000)
+        figures = notebook.locator(".jp-OutputArea-output img")
+        expect(figures.first).to_be_visible(timeout=60_000)
+        expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+        wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
+        no_errors(notebook)
+        # Lab renders only the cells near the viewport, so check what is drawn, not every figure.
+        assert figures.count() >= 1
+        assert all(figures.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
+                   for i in range(figures.count()))
+        # Saved from the menu, the file on disk shows that every code cell ran, in order.
+        counts = save_and_read_execution_counts(page, tmp_path / LAB_NOTEBOOK, n_code)
+        assert counts == list(range(1, n_code + 1)), f"execution counts after Run All: {counts}"
+        dismiss_news(page)
+        show_first_figure(page, notebook)
+        page.screenshot(path=str(SHOTS / "jupyterlab.png"))
 
 
 def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page, tmp_path):
-    copy_without_outputs(ROOT / "notebooks" / WIDGET_NOTEBOOK, tmp_path / WIDGET_NOTEBOOK)
-    token = secrets.token_hex(16)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_lab(tmp_path, free_port(), token) as url:
-        try:
-            page.goto(f"{url}/lab/tree/{WIDGET_NOTEBOOK}?token={token}")
-            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
-            expect(notebook).to_be_visible(timeout=60_000)
-            indicator = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator")
-            wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
-            expect(indicator).to_have_attribute("data-status", "idle", timeout=60_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-
-            app = notebook.locator(".nmt-translator")
-            expect(app).to_have_count(1, timeout=300_000)        # quick mode trains chapter 8's models first
-            # The app's later cells set its controls; wait for the last one (the static views) and an idle
-            # kernel, so that what the test types is not interleaved with Run All.
-            expect(notebook.locator(".nmt-view").first).to_be_attached(timeout=300_000)
-            wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
-            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
-            news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
-            if news.count():
-                news.first.click()
-            app.scroll_into_view_if_needed()
-            heatmap = app.locator("img.widget-image")
-            expect(heatmap).to_have_attribute("src", re.compile("^blob:|^data:"), timeout=60_000)
+    with lab_notebook(page, tmp_path, WIDGET_NOTEBOOK, "translator") as (url, token, notebook, indicator, _):
+        run_all(page)
+        app = notebook.locator(".nmt-translator")
+        expect(app).to_have_count(1, timeout=300_000)        # quick mode trains chapter 8's models first
+        # The app's later cells set its controls; wait for the last one (the static views) and an idle
+        # kernel, so that what the test types is not interleaved with Run All.
+        expect(notebook.locator(".nmt-view").first).to_be_attached(timeout=300_000)
+        wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
+        expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+        dismiss_news(page)
+        app.scroll_into_view_if_needed()
+        heatmap = app.locator("img.widget-image")
+        expect(heatmap).to_have_attribute("src", re.compile("^blob:|^data:"), timeout=60_000)
+        before = heatmap.get_attribute("src")
+        box = app.locator(".widget-text input")
+        box.fill("I am cold.")
+        box.press("Enter")
+        expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)      # a new sentence, a new map
+        tokens = app.locator(".nmt-token")
+        expect(tokens.first).to_be_visible()
+        assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute("title")
+        selects = app.locator(".widget-dropdown select")          # attention kind, layer, head
+        for which, label in [(1, "1"), (2, "1")]:                  # layer 1, then head 1
             before = heatmap.get_attribute("src")
-            box = app.locator(".widget-text input")
-            box.fill("I am cold.")
-            box.press("Enter")
-            expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)      # a new sentence, a new map
-            tokens = app.locator(".nmt-token")
-            expect(tokens.first).to_be_visible()
-            assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute("title")
-            selects = app.locator(".widget-dropdown select")          # attention kind, layer, head
-            for which, label in [(1, "1"), (2, "1")]:                  # layer 1, then head 1
-                before = heatmap.get_attribute("src")
-                selects.nth(which).select_option(label=label)
-                expect(heatmap).not_to_have_attribute("src", before, timeout=30_000)
-            box.fill("?!")
-            box.press("Enter")
-            expect(app).to_contain_text("only punctuation", timeout=30_000)
-            box.fill("I am cold.")
-            box.press("Enter")
-            expect(tokens.first).to_be_visible(timeout=30_000)
-            expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
-            expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-                   .filter(has_text="Error")).to_have_count(0)
-            app.screenshot(path=str(SHOTS / "translator.png"))
-        except Exception:
-            page.screenshot(path=str(SHOTS / "translator-failure.png"))
-            print("browser console:", *page.console[-40:], sep="\n  ")
-            print("lab.log:", (tmp_path / "lab.log").read_text(errors="replace")[-3000:], sep="\n")
-            raise
+            selects.nth(which).select_option(label=label)
+            expect(heatmap).not_to_have_attribute("src", before, timeout=30_000)
+        box.fill("?!")
+        box.press("Enter")
+        expect(app).to_contain_text("only punctuation", timeout=30_000)
+        box.fill("I am cold.")
+        box.press("Enter")
+        expect(tokens.first).to_be_visible(timeout=30_000)
+        expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
+        no_errors(notebook)
+        app.screenshot(path=str(SHOTS / "translator.png"))
 
 
 @contextlib.contextmanager
