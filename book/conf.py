@@ -12,6 +12,9 @@ extensions = ["myst_nb", "sphinx.ext.mathjax"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
 nb_execution_mode = "off"                  # render the outputs committed with each notebook
 nb_merge_streams = True
+# Chapter 8's translator app is a live ipywidgets app; the book shows its static views instead and hides
+# the app's output, so the widget manager myst-nb would load from a CDN is not wanted (nothing is fetched).
+nb_ipywidgets_js = {}
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
 html_theme = "sphinx_book_theme"
