@@ -85,14 +85,20 @@ def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha
                        tgt_vocab.detokenize(tgt_vocab.to_tokens(out)), maps, notes, hypotheses)
 
 
+def token_labels(exp: Exploration, key: str) -> tuple:
+    """The (keys, queries) tokens of map `key`: English for the encoder's keys and queries and for
+    cross-attention's keys, the decoder's inputs otherwise."""
+    return (exp.src_tokens if key in ("encoder", "cross") else exp.tgt_tokens,
+            exp.src_tokens if key == "encoder" else exp.tgt_tokens)
+
+
 def draw_attention(exp: Exploration, kind: str = "cross-attention", layer: int = 1, head=None, *, size=4.2):
     """One heatmap of `exp`: `kind` (a key of KINDS), `layer` and `head` counted from 1; `head=None` averages
     the layer's heads. Returns the figure."""
     key, xlabel, ylabel = KINDS[kind]
     weights = exp.maps[key][layer - 1]                                               # (H, Tq, Tk)
     matrix = weights.mean(0) if head is None else weights[head - 1]
-    x = exp.src_tokens if key in ("encoder", "cross") else exp.tgt_tokens
-    y = exp.src_tokens if key == "encoder" else exp.tgt_tokens
+    x, y = token_labels(exp, key)
     which = "average of the heads" if head is None else f"head {head}"
     fig = show_heatmaps(matrix[None, None], xlabel, ylabel, titles=[f"{kind}, layer {layer}, {which}"],
                         x_tokens=x, y_tokens=y, figsize=(size, size * 0.85))
@@ -208,8 +214,7 @@ def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60) -> st
         exp = explore(model, src_vocab, tgt_vocab, sentence)
         tabs, panels = [], []
         for k, (kind, (key, xlabel, ylabel)) in enumerate(KINDS.items()):
-            x = exp.src_tokens if key in ("encoder", "cross") else exp.tgt_tokens
-            y = exp.src_tokens if key == "encoder" else exp.tgt_tokens
+            x, y = token_labels(exp, key)
             L, H = exp.maps[key].shape[:2]
             titles = [[f"layer {i + 1}, head {h + 1}" for h in range(H)] for i in range(L)]
             png = figure_png(show_heatmaps(exp.maps[key], xlabel, ylabel, titles=titles, x_tokens=x, y_tokens=y,
