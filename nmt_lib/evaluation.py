@@ -37,6 +37,15 @@ def per_sentence(result) -> pd.DataFrame:
                          "references": [" | ".join(refs) for refs in result.references], "sentence BLEU": scores})
 
 
+def trace_path(nodes, i) -> list:
+    """The token ids from <bos> to node `i` of a `beam_trace` tree."""
+    ids = []
+    while i is not None:
+        ids.append(nodes[i]["token"])
+        i = nodes[i]["parent"]
+    return ids[::-1]
+
+
 @torch.no_grad()
 def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, max_len: int = 30,
                alpha: float = 1.0, show: int = 2):
@@ -51,14 +60,7 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     device = model_device(model)
     src, src_len = torch.tensor([src_ids], device=device), torch.tensor([len(src_ids)], device=device)
     nodes = [dict(step=0, parent=None, token=bos_id, logp=0.0, kept=True)]
-
-    def path(i):                                   # token ids from <bos> to node i
-        ids = []
-        while i is not None:
-            ids.append(nodes[i]["token"])
-            i = nodes[i]["parent"]
-        return ids[::-1]
-
+    path = lambda i: trace_path(nodes, i)
     K = beam_size
     slots = [0] + [None] * (K - 1)                 # the node in each beam slot; empty slots score -inf
     scores = torch.tensor([[0.0] + [float("-inf")] * (K - 1)], device=device)

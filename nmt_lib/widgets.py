@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from nmt_lib.decoding import greedy_decode
-from nmt_lib.evaluation import beam_trace
+from nmt_lib.evaluation import beam_trace, trace_path
 from nmt_lib.plot import show_heatmaps
 from nmt_lib.seq2seq import model_device
 from nmt_lib.text import preprocess
@@ -66,12 +66,10 @@ def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha
     if beam_size > 1:
         out, nodes = beam_trace(model, ids, bos_id=bos, eos_id=eos, beam_size=beam_size, max_len=max_len,
                                 alpha=alpha, show=0)
-        for node in (n for n in nodes if n.get("final")):
-            path, i = [], node
-            while i["parent"] is not None:
-                path.append(i["token"])
-                i = nodes[i["parent"]]
-            path = [t for t in path[::-1] if t != eos]
+        for j, node in enumerate(nodes):
+            if not node.get("final"):
+                continue
+            path = [t for t in trace_path(nodes, j)[1:] if t != eos]
             hypotheses.append((tgt_vocab.detokenize(tgt_vocab.to_tokens(path)), node["logp"],
                                node["logp"] / max(node["step"], 1) ** alpha))
         hypotheses.sort(key=lambda h: -h[2])
