@@ -59,7 +59,7 @@ def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp
     course.cached_fit("toy", {"epochs": 3}, build, fit)                 # other settings: trained anew
     assert len(calls) == 2
     retrained, _ = course.cached_fit("toy", {"epochs": 2}, build, fit, reuse=False)
-    assert len(calls) == 3 and float(retrained.weight[0, 0]) == 3.0
+    assert len(calls) == 3 and retrained.weight[0, 0].item() == 3.0
     monkeypatch.setenv("NMT_QUICK", "1")                                 # quick mode never loads learner weights
     course.cached_fit("toy", {"epochs": 2}, build, fit)
     assert len(calls) == 4
