@@ -37,13 +37,18 @@ def per_sentence(result) -> pd.DataFrame:
                          "references": [" | ".join(refs) for refs in result.references], "sentence BLEU": scores})
 
 
+def trace_nodes(nodes, i) -> list:
+    """The node indices from <bos> to node `i` of a `beam_trace` tree."""
+    path = []
+    while i is not None:
+        path.append(i)
+        i = nodes[i]["parent"]
+    return path[::-1]
+
+
 def trace_path(nodes, i) -> list:
     """The token ids from <bos> to node `i` of a `beam_trace` tree."""
-    ids = []
-    while i is not None:
-        ids.append(nodes[i]["token"])
-        i = nodes[i]["parent"]
-    return ids[::-1]
+    return [nodes[j]["token"] for j in trace_nodes(nodes, i)]
 
 
 @torch.no_grad()
@@ -54,8 +59,9 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     Each step is chapter 7's `beam_step`, as in `beam_search`, with the decoder re-run on each beam's
     whole prefix. Returns `(best, nodes)`: the best finished hypothesis (token ids, without <eos>) and
     one dict per hypothesis: `step`, `parent` (index into nodes; None for <bos>), `token`, `logp` (sum
-    of log-probabilities so far), `kept` (in the beam after its step), `final` (in the beam at the end)
-    and, on the path of the returned hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
+    of log-probabilities so far), `kept` (in the beam after its step), `final` and `score` (in the beam
+    at the end, and its logp / length**alpha, by which the best is chosen) and, on the path of the
+    returned hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
     """
     device = model_device(model)
     src, src_len = torch.tensor([src_ids], device=device), torch.tensor([len(src_ids)], device=device)
@@ -92,14 +98,12 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
             finished = finished.gather(1, beam) | (token == eos_id)
             if finished.all():
                 break
-    for i in slots:                                # the hypotheses in the beam at the end
-        if i is not None:
-            nodes[i]["final"] = True
-    best = max((i for i in slots if i is not None), key=lambda i: nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha)
-    i = best
-    while i is not None:                           # mark the winner's path for the drawing
+    final = [i for i in slots if i is not None]    # the hypotheses in the beam at the end
+    for i in final:
+        nodes[i].update(final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha)
+    best = max(final, key=lambda i: nodes[i]["score"])
+    for i in trace_nodes(nodes, best):             # mark the winner's path for the drawing
         nodes[i]["best"] = True
-        i = nodes[i]["parent"]
     ids = path(best)[1:]
     return (ids[:-1] if ids and ids[-1] == eos_id else ids), nodes
 

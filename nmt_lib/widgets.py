@@ -70,8 +70,7 @@ def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha
             if not node.get("final"):
                 continue
             path = [t for t in trace_path(nodes, j)[1:] if t != eos]
-            hypotheses.append((tgt_vocab.detokenize(tgt_vocab.to_tokens(path)), node["logp"],
-                               node["logp"] / max(node["step"], 1) ** alpha))
+            hypotheses.append((tgt_vocab.detokenize(tgt_vocab.to_tokens(path)), node["logp"], node["score"]))
         hypotheses.sort(key=lambda h: -h[2])
     else:
         out = greedy_decode(model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len).tokens[0]
