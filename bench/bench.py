@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nmt_lib.data import NMTData, collate  # noqa: E402
-from nmt_lib.device import autocast_dtype  # noqa: E402
+from nmt_lib.run.device import autocast_dtype  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
 from nmt_lib.fast import linear_cross_entropy, token_features  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
@@ -343,8 +343,8 @@ def bench_training(args, report):
 # ----------------------------------------------------------------------------------------------
 def decoding_model(args, report):
     """The checkpoint of the published run if there is one, else a small model trained here for a while."""
-    from nmt_lib.checkpoint import load_checkpoint, save_checkpoint
-    from nmt_lib.corpus import ParallelCorpus
+    from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
+    from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.training import TrainSettings, fit
     path = Path(args.checkpoint)
     if path.is_file():
@@ -441,10 +441,10 @@ def bench_decoding(args, report):
 CHAPTER_TARGET_S = 180   # issue 17: every chapter within 3 minutes in learner mode on 2 CPU cores
 
 
-def notebook_wall_times() -> dict:
+def notebook_wall_times(folder=ROOT / "notebooks") -> dict:
     """Learner-mode wall time of each committed notebook, from the cell timings nbclient records."""
     times = {}
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    for path in sorted(Path(folder).glob("*.ipynb")):
         cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
         stamps = [c.get("metadata", {}).get("execution", {}) for c in cells]
         starts = [s["iopub.execute_input"] for s in stamps if "iopub.execute_input" in s]

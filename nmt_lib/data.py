@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import torch
 
-from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import Splits, Vocab, load_fra_eng, split_pairs
 
 
@@ -173,17 +172,18 @@ def padding_fraction(loader) -> dict:
 class NMTData:
     """Pairs split into train/valid/test, vocabularies built on train, and loaders for each split.
 
-    `tokenizer="word"` (this chapter) keeps the words seen `min_freq` times; `"bpe"` learns
-    `vocab_size` subword pieces instead (chapter 8b). `shared_vocab`: one vocabulary for both languages.
+    `tokenizer="word"` (this chapter) keeps the words seen `min_freq` times; a function that learns a
+    vocabulary from a list of sentences replaces it (chapter 8b's subwords). `shared_vocab`: one
+    vocabulary for both languages.
     """
 
     def __init__(self, pairs, *, min_freq: int = 2, valid_frac: float = 0.05, test_frac: float = 0.05,
-                 seed: int = 0, tokenizer: str = "word", vocab_size: int = 8000, shared_vocab: bool = False):
+                 seed: int = 0, tokenizer="word", shared_vocab: bool = False):
         self.splits = split_pairs(pairs, valid_frac=valid_frac, test_frac=test_frac, seed=seed)
         if not self.splits.train:
             raise ValueError("the training split is empty; give more pairs")
         self.src_vocab, self.tgt_vocab = build_vocabs(self.splits.train, tokenizer=tokenizer, min_freq=min_freq,
-                                                      vocab_size=vocab_size, shared_vocab=shared_vocab)
+                                                      shared_vocab=shared_vocab)
         self.seed = seed
 
     @classmethod
@@ -216,16 +216,19 @@ class NMTData:
         return f"NMTData({sizes}; {shared}vocab en={len(self.src_vocab):,}, fr={len(self.tgt_vocab):,})"
 
 
-TOKENIZERS = ("word", "bpe")
-
-
-def build_vocabs(train_pairs, *, tokenizer: str = "word", min_freq: int = 2, vocab_size: int = 8000,
+def build_vocabs(train_pairs, *, tokenizer="word", min_freq: int = 2,
                  shared_vocab: bool = False) -> tuple[Vocab, Vocab]:
-    """(source, target) vocabularies learned from the training pairs alone; the same object twice if shared."""
-    if tokenizer not in TOKENIZERS:
-        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
-    learn = ((lambda sentences: Vocab(sentences, min_freq=min_freq)) if tokenizer == "word"
-             else (lambda sentences: SubwordVocab.learn(sentences, vocab_size)))
+    """(source, target) vocabularies learned from the training pairs alone; the same object twice if shared.
+
+    `tokenizer`: "word" for this chapter's `Vocab`, or a function that learns a vocabulary from a list
+    of sentences (chapter 8b passes `SubwordVocab.learn` with its size)."""
+    if tokenizer == "word":
+        learn = lambda sentences: Vocab(sentences, min_freq=min_freq)
+    elif callable(tokenizer):
+        learn = tokenizer
+    else:
+        raise ValueError(f'tokenizer must be "word" or a function that learns a vocabulary from a list of '
+                         f"sentences, got {tokenizer!r}")
     if shared_vocab:
         both = learn([s for pair in train_pairs for s in pair])
         return both, both

@@ -16,9 +16,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_lib.attention import causal_mask
-from nmt_lib.course import cached_fit, pick, setting
+from nmt_lib.run.course import pick, setting
+from nmt_lib.run.cache import cached_fit
 from nmt_lib.data import seq_data_iter_random
-from nmt_lib.device import default_device
+from nmt_lib.run.device import default_device
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding

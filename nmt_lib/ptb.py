@@ -4,7 +4,7 @@
 import zipfile
 from pathlib import Path
 
-from nmt_lib.download import DATA_ENV, default_data_dir, file_sha1
+from nmt_lib.run.download import DATA_ENV, default_data_dir, file_sha1
 from nmt_lib.lm import sentence_stream
 from nmt_lib.text import Vocab
 

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.checkpoint import save_checkpoint
-from nmt_lib.course import setting
-from nmt_lib.device import PRECISIONS, autocast_dtype
+from nmt_lib.run.checkpoint import save_checkpoint
+from nmt_lib.run.course import setting
+from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.fast import linear_cross_entropy, token_features
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
 from nmt_lib.parallel import (agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share,

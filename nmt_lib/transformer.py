@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from nmt_lib.attention import causal_mask, lens_to_mask
-from nmt_lib.course import setting
+from nmt_lib.run.course import setting
 from nmt_lib.fast import make_dropout
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding

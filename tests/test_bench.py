@@ -71,9 +71,19 @@ def test_non_embedding_parameters_leave_out_the_embedding_tables():
     assert bench.non_embedding_parameters(model) == 8 * 3 + 3
 
 
-def test_notebook_wall_times_come_from_the_committed_cell_timings():
-    times = bench.notebook_wall_times()
-    assert "07_transformer" in times and all(t >= 0 for t in times.values())
+def test_notebook_wall_times_run_from_the_first_cell_start_to_the_last_reply(tmp_path):
+    import json
+
+    def cell(start, end):
+        return {"cell_type": "code", "metadata": {"execution": {"iopub.execute_input": start,
+                                                                "shell.execute_reply": end}}}
+    cells = [cell("2026-01-01T10:00:05.000Z", "2026-01-01T10:00:09.000Z"),
+             {"cell_type": "markdown", "metadata": {}},
+             cell("2026-01-01T10:00:09.500Z", "2026-01-01T10:00:17.500Z"),
+             {"cell_type": "code", "metadata": {}}]                      # never executed: no timing
+    (tmp_path / "01_x.ipynb").write_text(json.dumps({"cells": cells}))
+    (tmp_path / "02_unrun.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}}]}))
+    assert bench.notebook_wall_times(tmp_path) == {"01_x": 12.5}
 
 
 def test_one_at_a_time_with_the_output_layer_on_the_newest_position_gives_the_same_tokens():
@@ -121,7 +131,7 @@ def test_rounds_are_disjoint_and_share_the_epochs_length_mix():
 def test_peak_memory_is_the_commands_own_even_from_a_large_process(tmp_path):
     """ru_maxrss counts the image a child was forked from: measured naively from this (now large) process,
     a small `translate` would seem to need as much memory as the test process holds."""
-    from nmt_lib.checkpoint import save_checkpoint
+    from nmt_lib.run.checkpoint import save_checkpoint
     from nmt_lib.text import Vocab
     from nmt_lib.transformer import Transformer, TransformerConfig
     vocab = Vocab(["i am here ."])

@@ -1,4 +1,4 @@
-"""nmt_lib.course: quick mode, figure saving, headline numbers."""
+"""nmt_lib.run.course and nmt_lib.run.cache: quick mode, figure saving, headline numbers, the model cache."""
 import json
 
 import matplotlib
@@ -7,7 +7,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nmt_lib import course  # noqa: E402
+from nmt_lib.run import cache, course  # noqa: E402
 
 
 @pytest.mark.parametrize("value, quick", [("1", True), ("yes", True), ("0", False), ("", False), ("false", False)])
@@ -53,15 +53,15 @@ def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp
             model.weight.fill_(len(calls))
         return {"history": {"loss": [2.0, 1.0], "valid": [None, 0.5]}, "seconds": 1.5}
 
-    model, info = course.cached_fit("toy", {"epochs": 2}, build, fit)
-    again, info2 = course.cached_fit("toy", {"epochs": 2}, build, fit)
+    model, info = cache.cached_fit("toy", {"epochs": 2}, build, fit)
+    again, info2 = cache.cached_fit("toy", {"epochs": 2}, build, fit)
     assert len(calls) == 1 and torch.equal(again.weight, model.weight) and info2 == info
-    course.cached_fit("toy", {"epochs": 3}, build, fit)                 # other settings: trained anew
+    cache.cached_fit("toy", {"epochs": 3}, build, fit)                 # other settings: trained anew
     assert len(calls) == 2
-    retrained, _ = course.cached_fit("toy", {"epochs": 2}, build, fit, reuse=False)
+    retrained, _ = cache.cached_fit("toy", {"epochs": 2}, build, fit, reuse=False)
     assert len(calls) == 3 and retrained.weight[0, 0].item() == 3.0
     monkeypatch.setenv("NMT_QUICK", "1")                                 # quick mode never loads learner weights
-    course.cached_fit("toy", {"epochs": 2}, build, fit)
+    cache.cached_fit("toy", {"epochs": 2}, build, fit)
     assert len(calls) == 4
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]     # no temporary files left
 
@@ -70,13 +70,13 @@ def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
     import torch
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
     fit = lambda model: {"seconds": 0.0}
-    course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
+    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
     (path,) = tmp_path.glob("toy-*.pt")
     path.write_bytes(path.read_bytes()[:50])                             # truncated
     with pytest.warns(UserWarning, match="unusable cache file"):
-        course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
+        cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
     with pytest.warns(UserWarning, match="unusable cache file"):         # a model of another shape
-        course.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)
+        cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)
 
 
 def test_atomic_save_writes_whole_files_with_the_umask_and_leaves_no_temporary(tmp_path):
@@ -84,7 +84,7 @@ def test_atomic_save_writes_whole_files_with_the_umask_and_leaves_no_temporary(t
     import torch
     old = os.umask(0o027)
     try:
-        path = course.atomic_save({"x": torch.ones(2)}, tmp_path / "deep" / "file.pt")
+        path = cache.atomic_save({"x": torch.ones(2)}, tmp_path / "deep" / "file.pt")
     finally:
         os.umask(old)
     assert torch.load(path, weights_only=True)["x"].tolist() == [1.0, 1.0]

@@ -1,4 +1,4 @@
-"""nmt_lib.device: the device and thread choice, and the code paths that must follow a model's device.
+"""nmt_lib.run.device: the device and thread choice, and the code paths that must follow a model's device.
 
 Tests marked `cuda` need an NVIDIA GPU and are skipped, with that reason, on a CPU-only machine."""
 from functools import partial
@@ -6,11 +6,11 @@ from functools import partial
 import pytest
 import torch
 
-from nmt_lib import cli, course
-from nmt_lib.checkpoint import load_checkpoint, save_checkpoint
-from nmt_lib.corpus import ParallelCorpus
+from nmt_lib.run import cache, cli
+from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
+from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
-from nmt_lib.device import DeviceError, default_device, describe_device, parse_device, use_threads
+from nmt_lib.run.device import DeviceError, default_device, describe_device, parse_device, use_threads
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
 from test_training import de_corpus, tiny_model  # noqa: F401  (de_corpus is a fixture)
@@ -93,10 +93,10 @@ def test_cached_fit_stores_weights_on_the_cpu_and_loads_them_where_build_puts_th
     real_load = torch.load
     monkeypatch.setattr(torch, "load", lambda *a, **kw: loads.append(kw.get("map_location")) or real_load(*a, **kw))
     build = lambda: torch.nn.Linear(2, 2)
-    course.cached_fit("lin", {"a": 1}, build, lambda m: {"trained": True})
+    cache.cached_fit("lin", {"a": 1}, build, lambda m: {"trained": True})
     stored = real_load(next(tmp_path.rglob("lin-*.pt")), weights_only=True)["state_dict"]
     assert all(t.device.type == "cpu" for t in stored.values())
-    course.cached_fit("lin", {"a": 1}, build, lambda m: pytest.fail("should load, not train"))
+    cache.cached_fit("lin", {"a": 1}, build, lambda m: pytest.fail("should load, not train"))
     assert loads == [torch.device("cpu")]
 
 
@@ -147,7 +147,7 @@ def test_transformer_runs_on_the_meta_device_without_touching_the_cpu():
 
 
 def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
-    from nmt_lib import device as dev
+    from nmt_lib.run import device as dev
     monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: False)
     assert dev.autocast_dtype("auto", "cpu") is None and dev.autocast_dtype("fp32", "cpu") is None
     monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: True)
@@ -162,7 +162,7 @@ def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
-    from nmt_lib import device as dev
+    from nmt_lib.run import device as dev
     for flags, native in [("fpu avx2 fma", False), ("fpu avx512f avx512_bf16 fma", True), ("amx_bf16 amx_tile", True)]:
         info = tmp_path / f"cpuinfo{native}{len(flags)}"
         info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")

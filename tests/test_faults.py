@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt_lib.checkpoint import load_checkpoint
+from nmt_lib.run.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = int(os.environ.get("NMT_SOAK_FAULTS", "20"))
@@ -42,7 +42,7 @@ def train_args(data, out, resume: bool):
 def run_quietly(args, log=os.devnull):
     """The child's work: the command line, its output into `log`; its status is the exit code."""
     sys.stdout = sys.stderr = open(log, "w", buffering=1)
-    from nmt_lib import cli
+    from nmt_lib.run import cli
     sys.exit(cli.main(args))
 
 
@@ -51,7 +51,7 @@ def context():
     """A forkserver that has imported torch (its optimizers pull in torch._dynamo, seconds to import) and
     nmt_lib once: each training process it forks starts in a blink."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch._dynamo", "nmt_lib.cli"])
+    ctx.set_forkserver_preload(["torch", "torch._dynamo", "nmt_lib.run.cli"])
     return ctx
 
 

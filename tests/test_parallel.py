@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt_lib.checkpoint import load_checkpoint
+from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share, update_groups
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any
 
 
 def test_translate_and_evaluate_refuse_torchrun_in_one_line(tmp_path, monkeypatch, capsys):
-    from nmt_lib import cli
+    from nmt_lib.run import cli
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit) as stop:
         cli.main(["translate", "--checkpoint", str(tmp_path / "x.pt"), "--device", "cpu"])

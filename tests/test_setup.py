@@ -50,7 +50,7 @@ LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
-    for path in sorted((ROOT / "nmt_lib").glob("*.py")):
+    for path in sorted((ROOT / "nmt_lib").rglob("*.py")):
         tree = ast.parse(path.read_text())
         in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                        for n in ast.walk(f)}
@@ -68,7 +68,7 @@ def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
 
 
 def test_every_module_stays_small_and_keeps_its_private_names():
-    for path in sorted((ROOT / "nmt_lib").glob("*.py")):
+    for path in sorted((ROOT / "nmt_lib").rglob("*.py")):
         text = path.read_text()
         assert len(text.splitlines()) <= 300, f"{path.name} has {len(text.splitlines())} lines; split it"
         for node in ast.walk(ast.parse(text)):

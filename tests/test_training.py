@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt_lib import cli, course, guards
-from nmt_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from nmt_lib.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
+from nmt_lib.run import cache, cli, guards
+from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
+from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.data import Batch
 from nmt_lib.training import TrainSettings, batch_loss, fit, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -282,7 +283,7 @@ def test_save_is_atomic_a_failed_save_keeps_the_old_file(tmp_path, de_corpus, mo
         Path(f).write_bytes(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr(course.torch, "save", broken_save)
+    monkeypatch.setattr(cache.torch, "save", broken_save)
     ckpt = load_checkpoint(path)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(path, model, ckpt.src_vocab, ckpt.tgt_vocab, data={})
@@ -323,7 +324,8 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     assert "signature: nrefs:" in out.stdout and "case:lc" in out.stdout and "tok:13a" in out.stdout
     assert "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout        # chrF beside BLEU, with its signature
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
-    assert 0 <= score <= 100
+    expected = evaluate_checkpoint(load_checkpoint(ckpt))      # the library's score, in this process
+    assert score == pytest.approx(expected["sacrebleu"], abs=0.005) and f"{expected['sentences']:,} distinct sentences" in out.stdout
 
 
 @pytest.mark.parametrize("args, status, message", [
@@ -336,12 +338,14 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     (("train", "--out", "x.pt", "--label-smoothing", "1.5"), 2, "must be in [0, 1)"),
     (("evaluate", "--checkpoint", "/nonexistent/x.pt"), 1, "not found"),
 ])
-def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, capsys):
+def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     try:
         code = cli.main(list(args))
     except SystemExit as e:           # argparse's way out: usage message, status 2
         code = e.code
     assert code == status and message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []          # settings are checked before a lock file is made
 
 
 def test_python_dash_m_entry_point_reports_usage_errors():

@@ -5,7 +5,7 @@
     python tools/run_course.py --inplace    # re-execute notebooks/ itself (to commit outputs)
     python tools/run_course.py --only 01    # notebooks whose folder/name contains "01" (--only solutions/)
 
-Notebooks report their key numbers with `nmt_lib.course.headline(name, value)`.
+Notebooks report their key numbers with `nmt_lib.run.course.headline(name, value)`.
 """
 import argparse
 import json

@@ -1,0 +1,13 @@
+"""nmt_lib.run: the tooling, hand-written Python that no chapter teaches (the lessons are the modules
+one folder up, generated from the chapters).
+
+- `course`: quick mode, figures and headline numbers for `make course`, settings fields.
+- `cache`: the course's cache folder, atomic saves, the model cache (`cached_fit`).
+- `download`: finding the corpus on disk, and downloading it with a checksum.
+- `device`: the device, the CPU threads and the training precision.
+- `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
+- `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.
+- `guards`: the run lock, Ctrl-C and SIGTERM, the writable-output check, beam memory budgets.
+- `inference`: translating lines and scoring a held-out split with a checkpoint.
+- `cli`: `python -m nmt_lib train|translate|evaluate`.
+"""

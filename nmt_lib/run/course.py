@@ -1,0 +1,65 @@
+"""How the notebooks run: quick mode, figures, headline numbers, settings fields and optional imports.
+
+Tooling, not a lesson: `make course` and the tests set the environment variables below, and the
+chapters call `pick`, `save_figure` and `headline`, which change nothing in a plain JupyterLab session.
+"""
+import importlib
+import json
+import os
+from dataclasses import field
+from pathlib import Path
+
+QUICK_ENV = "NMT_QUICK"          # "1": CI's quick mode, small data and few epochs
+FIG_ENV = "NMT_FIG_DIR"          # folder for figures; unset: figures are only shown
+HEADLINE_ENV = "NMT_HEADLINES"   # JSON-lines file that `make course` reads back
+
+
+def quick_mode() -> bool:
+    """True when the notebooks run in CI's quick mode (`NMT_QUICK` set to anything but 0/empty)."""
+    return os.environ.get(QUICK_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pick(learner, quick):
+    """The learner-mode setting, or the quick one under `NMT_QUICK=1`."""
+    return quick if quick_mode() else learner
+
+
+def save_figure(fig, name: str):
+    """Save `fig` as NAME.png in `$NMT_FIG_DIR` when that is set; return the path or None."""
+    folder = os.environ.get(FIG_ENV)
+    if not folder:
+        return None
+    if not name or "/" in name or "\\" in name:
+        raise ValueError(f"figure name must be a plain file stem like 'length_hist', got {name!r}")
+    path = Path(folder) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def headline(name: str, value):
+    """Record a headline number for `make course`'s summary table; return `value` unchanged."""
+    path = os.environ.get(HEADLINE_ENV)
+    if path:
+        recorded = round(value, 4) if isinstance(value, float) else value
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"name": name, "value": recorded}) + "\n")
+    return value
+
+
+def setting(default, help: str, **command_line):
+    """A dataclass field with its default and a help text, for the settings classes of later chapters.
+
+    The command line (chapter 9) makes one option of each such field: `flag` renames the option,
+    `aliases` adds others, `choices` restricts its values.
+    """
+    return field(default=default, metadata={"help": help, **command_line})
+
+
+def optional_import(name: str, skipping: str):
+    """The module `name`, or None (printing one line that says what is skipped) when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        print(f"{name.split('.')[0]} is not installed: skipping {skipping}")
+        return None
