@@ -12,9 +12,9 @@ absolute speeds drift from minute to minute while a ratio measured within one ro
 Contenders (training), all at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam,
 gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 training pairs:
   course   nmt_lib's Transformer with chapter 10's switches on, as `python -m nmt_lib train` trains:
-           FastDropout (TransformerConfig(fast_dropout=True)), length-bucketed batches, the output
-           layer and the loss together on real target tokens only (token_features and
-           linear_cross_entropy, TrainSettings(loss="sliced")), fused Adam with the paper's settings;
+           FastDropout (use_fast_dropout), length-bucketed batches, the output layer and the loss
+           together on real target tokens only (sliced_batch_loss), fused Adam with the paper's
+           settings, and chapter 9's update (apply_update: clipping, Adam, the warm-up schedule);
   d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with valid-length
            masking, every batch padded to num_steps=20, the loss, loop and optimizer (torch.optim.Adam)
            of d2l's train_seq2seq;
@@ -57,14 +57,16 @@ sys.path.insert(0, str(ROOT))
 from nmt_lib.data import NMTData, collate  # noqa: E402
 from nmt_lib.run.device import autocast_dtype  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
-from nmt_lib.fast import linear_cross_entropy, token_features  # noqa: E402
+from nmt_lib.fast import linear_cross_entropy, sliced_batch_loss, token_features, use_fast_dropout  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
 from nmt_lib.recipes import paper_adam  # noqa: E402
 from nmt_lib.text import load_fra_eng, split_pairs  # noqa: E402
+from nmt_lib.training import TrainSettings, apply_update, noam_schedule  # noqa: E402
 from nmt_lib.transformer import Transformer, TransformerConfig  # noqa: E402
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = 256, 8, 1024, 3, 0.1, 128, 50_000, 20
 DECODE_BATCH, LR = 256, 1e-4
+SETTINGS = TrainSettings(label_smoothing=0.0, clip=1.0, warmup=4000)   # the update of `course_step`
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,6 +189,7 @@ class Contender:
     def __init__(self, name, model, step, optimizer, dtype=None):
         self.name, self.model, self.step, self.optimizer = name, model, step, optimizer
         self.dtype = dtype          # autocast dtype of the forward pass; None: fp32
+        self.schedule = noam_schedule(optimizer, d_model=D_MODEL, warmup=SETTINGS.warmup)
         self.rates = []
 
     def run(self, batches) -> float:
@@ -211,19 +214,26 @@ def features(model, src, src_len, tgt_in, keep):
     return model.token_features(src, src_len, tgt_in, keep)
 
 
+def sliced_loss(model, batch, settings, pad_id: int):
+    """Chapter 10's `sliced_batch_loss` for the course's model; the same computation for torch's."""
+    if isinstance(model, Transformer):
+        return sliced_batch_loss(model, batch, settings, pad_id)
+    keep = batch.tgt_out != pad_id
+    hidden = features(model, batch.src, batch.src_len, batch.tgt_in, keep)
+    with torch.autocast("cpu", enabled=False):
+        loss = linear_cross_entropy(hidden.float(), output_layer(model), batch.tgt_out[keep],
+                                    label_smoothing=settings.label_smoothing)
+    return loss, int(keep.sum())
+
+
 def course_step(pad, dataset, c, items):
-    """One update as chapter 9's `fit` makes it: the output layer and the loss together, at the real
-    target tokens only; the loss is the mean over those tokens."""
+    """One update as the command line's trainer makes it from one micro-batch: the sliced loss under
+    autocast at the contender's precision (as `--precision` does), then chapter 9's `apply_update`."""
     b = collate([dataset[i] for i in items], **pad)
-    keep = b.tgt_out != pad["pad_id"]
-    n = int(keep.sum())
-    with torch.autocast("cpu", dtype=c.dtype, enabled=c.dtype is not None):    # as fit does with --precision
-        hidden = features(c.model, b.src, b.src_len, b.tgt_in, keep)
-    loss = linear_cross_entropy(hidden.float(), output_layer(c.model), b.tgt_out[keep]) / n
-    c.optimizer.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=c.dtype, enabled=c.dtype is not None):
+        loss, n = sliced_loss(c.model, b, SETTINGS, pad["pad_id"])
     loss.backward()
-    nn.utils.clip_grad_norm_(c.model.parameters(), 1.0)
-    c.optimizer.step()
+    apply_update(list(c.model.parameters()), c.optimizer, c.schedule, n, SETTINGS.clip)
     return n
 
 
@@ -275,8 +285,8 @@ def bench_training(args, report):
     padded = collate([dataset[i] for i in batches[0]], **pad, num_steps=NUM_STEPS)
 
     torch.manual_seed(0)
-    course = Transformer(TransformerConfig(V_src, V_tgt, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=LAYERS,
-                                           dropout=DROPOUT, fast_dropout=True))
+    course = use_fast_dropout(Transformer(TransformerConfig(V_src, V_tgt, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF,
+                                                            n_layers=LAYERS, dropout=DROPOUT)))
     d2l_model, clip = build_d2l(V_src, V_tgt, padded)
     torch_model = TorchTransformer(V_src, V_tgt)
     contenders = [Contender("course", course, partial(course_step, pad, dataset),
@@ -288,7 +298,7 @@ def bench_training(args, report):
     low = autocast_dtype("bf16" if args.bf16 else "auto", "cpu")
     if low is not None:             # the same contenders again, computing in bf16 (d2l's way stays fp32)
         torch.manual_seed(0)
-        course16 = Transformer(course.cfg)
+        course16 = use_fast_dropout(Transformer(course.cfg))
         course16.load_state_dict(course.state_dict())
         torch16 = TorchTransformer(V_src, V_tgt)
         torch16.load_state_dict(torch_model.state_dict())
@@ -345,7 +355,7 @@ def decoding_model(args, report):
     """The checkpoint of the published run if there is one, else a small model trained here for a while."""
     from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
     from nmt_lib.run.corpus import ParallelCorpus
-    from nmt_lib.training import TrainSettings, fit
+    from nmt_lib.run.trainer import RunSettings, full_fit
     path = Path(args.checkpoint)
     if path.is_file():
         ckpt = load_checkpoint(path)
@@ -354,9 +364,9 @@ def decoding_model(args, report):
     report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2, fast_dropout=True))
-    fit(model, corpus, TrainSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
-                                     fused_adam=True), report="none")
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2))
+    full_fit(model, corpus, RunSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
+                                        fused_adam=True, fast_dropout=True), report="none")
     path = ROOT / "build" / "bench-fallback.pt"
     save_checkpoint(path, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
     return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates", path

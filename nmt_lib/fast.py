@@ -2,8 +2,8 @@
 
 """Making it fast: speed-ups that compute what the plain PyTorch path computes, each behind a switch.
 
-`FastDropout` (`TransformerConfig(fast_dropout=True)`), the output layer and the loss together a slice
-of rows at a time (`TrainSettings(loss="sliced")`). Shapes: B batch, T target length, N real target
+`FastDropout` (`use_fast_dropout(model)`), the output layer and the loss together a slice of rows at a
+time (`sliced_batch_loss`). Shapes: B batch, T target length, N real target
 tokens, D model width, V vocabulary size.
 """
 import torch
@@ -48,11 +48,14 @@ class FastDropout(nn.Module):
         return f"p={self.p}"
 
 
-def make_dropout(p: float, fast: bool = False) -> nn.Module:
-    """The dropout layer a model asks for: PyTorch's `nn.Dropout(p)`, or `FastDropout(p)` when `fast`."""
-    if fast:
-        return FastDropout(p)
-    return nn.Dropout(p)
+def use_fast_dropout(model: nn.Module) -> nn.Module:
+    """Swap every `nn.Dropout` inside `model` for a `FastDropout` of the same rate, in place; return the
+    model. No parameter changes, so weights and checkpoints fit either way."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if type(child) is nn.Dropout:
+                setattr(module, name, FastDropout(child.p))
+    return model
 
 
 def token_features(model, src, src_len, tgt_in, keep) -> torch.Tensor:
@@ -142,3 +145,14 @@ def linear_cross_entropy(hidden, linear: nn.Linear, targets, *, label_smoothing:
     if torch.is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
         return LinearCrossEntropy.apply(*params, targets, label_smoothing, rows)
     return _linear_cross_entropy_slices(*params, targets, label_smoothing, rows, False)[0]
+
+
+def sliced_batch_loss(model, batch, settings, pad_id: int) -> tuple[torch.Tensor, int]:
+    """Chapter 9's `batch_loss`, the fast way: the decoder's output at the N real target positions
+    only, then the output layer and the loss together, a slice of rows at a time."""
+    keep = batch.tgt_out != pad_id                                                      # (B, T)
+    hidden = token_features(model, batch.src, batch.src_len, batch.tgt_in, keep)       # (N, D)
+    with torch.autocast(hidden.device.type, enabled=False):      # its hand-derived gradient is fp32
+        loss = linear_cross_entropy(hidden.float(), model.decoder.dense, batch.tgt_out[keep],
+                                    label_smoothing=settings.label_smoothing)
+    return loss, int(keep.sum())

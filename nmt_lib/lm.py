@@ -23,6 +23,7 @@ from nmt_lib.run.device import default_device
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
+from nmt_lib.recipes import paper_adam
 from nmt_lib.seq2seq import eval_mode, model_device, num_parameters
 from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention, check_sizes
 
@@ -143,7 +144,7 @@ def train_lm(model, stream, *, epochs: int, batch_size: int, num_steps: int, lr:
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     device = model_device(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = paper_adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     history, start = {"epoch": [], "train_loss": [], "seconds": []}, time.perf_counter()
     n_batches = (len(stream) - 1) // num_steps // batch_size

@@ -3,7 +3,7 @@
 """Data parallelism across processes that torchrun starts: each process (a *rank*) computes the
 gradient of its share of an update's micro-batches, `DistributedDataParallel` sums the shares, and
 every rank takes the same optimizer step, so the weights stay equal everywhere. Without torchrun
-(one process) every function here is a no-op and `fit` runs as in chapter 9."""
+(one process) every function here is a no-op."""
 import hashlib
 import os
 from contextlib import nullcontext
@@ -52,19 +52,6 @@ def join_process_group(device: torch.device) -> torch.device:
 def leave_process_group():
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def update_groups(tokens: list[int], per_update: int, start: int = 0) -> list[tuple[int, int]]:
-    """Cut micro-batches `start, start + 1, ...` (holding `tokens[i]` target tokens each) into updates
-    `(first, end)`: consecutive micro-batches until they hold `per_update` tokens, or the epoch ends.
-    Every rank computes the same groups, so an update covers the same tokens as on one process."""
-    groups, first, held = [], start, 0
-    for i in range(start, len(tokens)):
-        held += tokens[i]
-        if held >= per_update or i + 1 == len(tokens):
-            groups.append((first, i + 1))
-            first, held = i + 1, 0
-    return groups
 
 
 def share(first: int, end: int, rank: int, world: int) -> range:

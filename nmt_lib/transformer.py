@@ -14,7 +14,6 @@ from torch import nn
 
 from nmt_lib.attention import causal_mask, lens_to_mask
 from nmt_lib.run.course import setting
-from nmt_lib.fast import make_dropout
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.seq2seq import EncoderDecoder, eval_mode
@@ -44,7 +43,6 @@ class TransformerConfig:
     max_len: int = setting(256, "longest sentence (tokens) the positional encoding covers")
     pad_id: int = 0
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm); off: after it, as in the paper")
-    fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
     tie_embeddings: bool = setting(False, "one matrix for the source and target embeddings and the output layer "
                                    "(the paper's section 3.4; needs one vocabulary shared by both languages)")
     MAX_LEN = 65_536           # a class constant, not a field: far beyond any sentence of the course
@@ -62,9 +60,9 @@ class TransformerConfig:
 class PositionWiseFFN(nn.Module):
     """Linear -> ReLU -> dropout -> Linear, applied to each position: (B, T, D) -> (B, T, D)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, fast: bool = False):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), make_dropout(dropout, fast),
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(d_ff, d_model))
 
     def forward(self, x):
@@ -74,9 +72,9 @@ class PositionWiseFFN(nn.Module):
 class Residual(nn.Module):
     """x + dropout(sublayer(...)) with layer norm after (post-norm) or before (pre-norm) the sublayer."""
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool, fast: bool = False):
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
-        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), make_dropout(dropout, fast), norm_first
+        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), nn.Dropout(dropout), norm_first
 
     def forward(self, x, sublayer):
         """`sublayer(y)` returns (output, extra); this returns (new x, extra)."""
@@ -91,9 +89,9 @@ class EncoderBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.fast_dropout)
-        self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.fast_dropout)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.fast_dropout)
+        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(self, x, src_mask, *, need_weights: bool = False):
         x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, y, src_mask, need_weights=need_weights))
@@ -106,7 +104,7 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
-        self.pos = PositionalEncoding(cfg.d_model, make_dropout(cfg.dropout, cfg.fast_dropout), cfg.max_len)
+        self.pos = PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), cfg.max_len)
         self.blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
@@ -146,10 +144,10 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.fast_dropout)
-        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.fast_dropout)
-        self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.fast_dropout)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.fast_dropout)
+        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(self, x, cross_kv, src_mask, past_kv, self_mask, *, need_weights: bool = False):
         new_kv = []
@@ -171,7 +169,7 @@ class TransformerDecoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
-        self.pos = PositionalEncoding(cfg.d_model, make_dropout(cfg.dropout, cfg.fast_dropout), cfg.max_len)
+        self.pos = PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), cfg.max_len)
         self.blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)

@@ -11,6 +11,7 @@ from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
 from nmt_lib.run.device import DeviceError, default_device, describe_device, parse_device, use_threads
+from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
 from test_training import de_corpus, tiny_model  # noqa: F401  (de_corpus is a fixture)
@@ -158,7 +159,7 @@ def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
     with pytest.raises(ValueError, match="use one of auto, fp32, bf16, fp16"):
         dev.autocast_dtype("fp8", "cpu")
     with pytest.raises(ValueError, match="precision must be one of"):
-        TrainSettings(precision="half")
+        RunSettings(precision="half")
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
@@ -172,13 +173,13 @@ def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("precision, loss", [("fp32", "plain"), ("bf16", "plain"), ("bf16", "sliced"), ("fp16", "plain")])
 def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path, precision, loss):  # noqa: F811
-    from nmt_lib.training import fit
+    from nmt_lib.run.trainer import full_fit
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus, dropout=0.0)
-    settings = TrainSettings(epochs=10, max_steps=12, max_tokens=120, tokens_per_update=100, warmup=4, lr_factor=0.3,
+    settings = RunSettings(epochs=10, max_steps=12, max_tokens=120, tokens_per_update=100, warmup=4, lr_factor=0.3,
                              checkpoint_every=0, loss=loss, precision=precision)
-    progress = fit(model, corpus, settings, checkpoint=tmp_path / "p.pt", save_kwargs={"data": corpus.settings},
-                   report="none")
+    progress = full_fit(model, corpus, settings, checkpoint=tmp_path / "p.pt", save_kwargs={"data": corpus.settings},
+                        report="none")
     losses = progress["history"]["train_loss"]
     assert len(losses) == 12 and all(map(torch.isfinite, torch.tensor(losses))) and sum(losses[-3:]) < sum(losses[:3])
     assert all(p.dtype == torch.float32 for p in model.parameters())

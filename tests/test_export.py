@@ -106,18 +106,24 @@ def test_two_default_modules_in_one_notebook_are_an_error(tmp_path):
     assert result.returncode != 0 and "several default modules" in result.stderr
 
 
-# Lessons that still reach ahead, until each takes the later chapter's speed-up as an argument: chapter
-# 7's Transformer builds chapter 10's FastDropout when its config asks, and chapter 9's `fit` calls
-# chapter 10's sliced loss and data parallelism. The test fails on any other forward import, and once
-# one of these is gone (then delete its line).
-KNOWN_FORWARD = {("nmt_lib.transformer", "nmt_lib.fast"), ("nmt_lib.training", "nmt_lib.fast"),
-                 ("nmt_lib.training", "nmt_lib.parallel")}
-
-
 def test_a_lesson_imports_only_its_own_or_earlier_chapters():
-    found = {(module, target) for module, _, target in export_lib.forward_imports(ROOT)}
-    assert found == KNOWN_FORWARD, f"reaching ahead: {sorted(found - KNOWN_FORWARD)}; " \
-                                   f"no longer: {sorted(KNOWN_FORWARD - found)}"
+    assert export_lib.forward_imports(ROOT) == []
+
+
+def test_the_lessons_hold_no_tooling():
+    """The command line, locks and signals live in nmt_lib/run/; chapter 0 teaches no code, and chapter 9
+    teaches training in one readable loop rather than exporting the tools."""
+    import ast
+    for path in export_lib.generated_files(ROOT):
+        tree = ast.parse(path.read_text())
+        imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not {name.split(".")[0] for name in imported} & {"argparse", "signal", "fcntl"}, path.name
+    assert export_lib.exports_of(ROOT / "notebooks" / "00_course.ipynb") == []
+    ninth = export_lib.exports_of(ROOT / "notebooks" / "09_training.ipynb")
+    assert sum(code.count("\n") + 1 for _, code in ninth) <= 400
+    fit = (ROOT / "nmt_lib" / "training.py").read_text().split("\ndef fit(", 1)[1].split("\ndef ", 1)[0]
+    assert fit.count("\n") <= 120
 
 
 def test_the_order_check_names_an_import_from_a_later_chapter_part_by_part(tmp_path):

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.fast import FastDropout, LinearCrossEntropy, linear_cross_entropy, make_dropout, token_features
+from nmt_lib.fast import FastDropout, LinearCrossEntropy, linear_cross_entropy, token_features, use_fast_dropout
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 
@@ -120,11 +120,16 @@ def test_linear_cross_entropy_rejects_bad_input_clearly(change, message):
                              label_smoothing=args["label_smoothing"], rows=args["rows"])
 
 
-def test_make_dropout_is_the_switch_and_both_layers_keep_the_expectation():
-    assert type(make_dropout(0.1)) is nn.Dropout and type(make_dropout(0.1, fast=True)) is FastDropout
+def test_use_fast_dropout_swaps_each_dropout_layer_in_place_and_both_keep_the_expectation():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.3), nn.Sequential(nn.Dropout(0.2), nn.ReLU()))
+    weights = model[0].weight
+    assert use_fast_dropout(model) is model and model[0].weight is weights
+    assert [type(m).__name__ for m in model.modules()] == ["Sequential", "Linear", "FastDropout", "Sequential",
+                                                           "FastDropout", "ReLU"]
+    assert (model[1].p, model[2][0].p) == (0.3, 0.2)
     x = torch.ones(400_000)
     torch.manual_seed(0)
-    for layer in (make_dropout(0.3), make_dropout(0.3, fast=True)):
+    for layer in (nn.Dropout(0.3), FastDropout(0.3)):
         out = layer(x)
         assert abs((out == 0).float().mean() - 0.3) < 0.005 and abs(out.mean() - 1) < 0.01
         assert torch.equal(layer.eval()(x), x)                             # both are the identity in eval mode

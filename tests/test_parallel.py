@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from nmt_lib.run.checkpoint import load_checkpoint
-from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share, update_groups
+from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share
+from nmt_lib.training import update_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-5     # largest weight difference allowed: float sums taken in another order, over a few updates

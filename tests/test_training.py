@@ -16,6 +16,8 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
 from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.data import Batch
+from nmt_lib.fast import sliced_batch_loss
+from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.training import TrainSettings, batch_loss, fit, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -103,11 +105,15 @@ def test_smoothed_targets_follow_the_device_of_the_targets():
     assert q.device.type == "meta" and q.shape == (2, 5)
 
 
-def test_train_settings_reject_bad_values():
+@pytest.mark.parametrize("cls", [TrainSettings, RunSettings])
+def test_train_settings_reject_bad_values(cls):
     for bad in [dict(epochs=0), dict(max_tokens=0), dict(label_smoothing=1.0), dict(max_steps=0),
-                dict(checkpoint_every=-1), dict(lr_factor=float("nan")), dict(clip=0.0), dict(loss="fancy")]:
+                dict(lr_factor=float("nan")), dict(clip=0.0)]:
         with pytest.raises(ValueError):
-            TrainSettings(**bad)
+            cls(**bad)
+    for bad in [dict(checkpoint_every=-1), dict(loss="fancy"), dict(time_limit=0.0), dict(precision="fp8")]:
+        with pytest.raises(ValueError if cls is RunSettings else TypeError):   # the lesson's has no such field
+            cls(**bad)
 
 
 def test_corpus_reads_any_tsv_ignoring_extra_columns_and_keeps_raw_references(de_corpus):
@@ -148,12 +154,12 @@ def test_gradient_accumulation_equals_one_big_batch(de_corpus):
     runs = []
     for max_tokens in (40, 4000):      # many micro-batches accumulated vs the whole split in one batch
         model = tiny_model(corpus, dropout=0.0)
-        settings = TrainSettings(epochs=1, max_tokens=max_tokens, tokens_per_update=10**6, warmup=1, clip=None,
-                                 checkpoint_every=0)
+        settings = RunSettings(epochs=1, max_tokens=max_tokens, tokens_per_update=10**6, warmup=1, clip=None,
+                               checkpoint_every=0)
         # Plain SGD: the step is the gradient times the rate (Adam's first step is about sign(g),
         # which would blow float round-off on near-zero gradients up to full steps).
-        progress = fit(model, corpus, settings, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
-                       report="none")
+        progress = full_fit(model, corpus, settings, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                            report="none")
         assert progress["step"] == 1
         runs.append(weights(model))
     before = weights(tiny_model(corpus, dropout=0.0))
@@ -167,21 +173,21 @@ def test_gradient_accumulation_equals_one_big_batch(de_corpus):
 def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, fast, legacy):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     base = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0,
-                loss="sliced" if fast else "plain", fused_adam=fast)
+                loss="sliced" if fast else "plain", fused_adam=fast, fast_dropout=fast)
     straight = tiny_model(corpus)
-    fit(straight, corpus, TrainSettings(max_steps=9, **base), report="none")
+    full_fit(straight, corpus, RunSettings(max_steps=9, **base), report="none")
 
     path = tmp_path / "run.pt"
     first = tiny_model(corpus)
-    fit(first, corpus, TrainSettings(max_steps=4, **base), checkpoint=path, save_kwargs={"data": corpus.settings},
-        report="none")
+    full_fit(first, corpus, RunSettings(max_steps=4, **base), checkpoint=path, save_kwargs={"data": corpus.settings},
+             report="none")
     ckpt = load_checkpoint(path)
     assert ckpt.payload["progress"]["step"] == 4 and ckpt.payload["progress"]["batch"] > 0   # mid-epoch
     assert ckpt.payload["schedule"]["last_epoch"] == 4
     if legacy:                                    # a checkpoint written before the schedule was saved
         del ckpt.payload["schedule"]
     torch.manual_seed(12345)                      # whatever the global RNG holds now must not matter
-    resumed = fit(ckpt.model, corpus, TrainSettings(max_steps=9, **base), resume=ckpt.payload, report="none")
+    resumed = full_fit(ckpt.model, corpus, RunSettings(max_steps=9, **base), resume=ckpt.payload, report="none")
     assert resumed["step"] == 9 and len(resumed["history"]["lr"]) == 9
     assert resumed["history"]["lr"] == [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 10)]
     for a, b in zip(weights(straight), weights(ckpt.model)):
@@ -194,9 +200,9 @@ def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(de_corpus):
     batch = next(iter(corpus.loader("train", batch_size=8)))
     assert (batch.tgt_out == 0).any()                         # the batch has padding to skip
     results = []
-    for loss in ("plain", "sliced"):
+    for loss_fn in (batch_loss, sliced_batch_loss):
         model.zero_grad(set_to_none=True)
-        value, n = batch_loss(model, batch, TrainSettings(loss=loss, label_smoothing=0.1), pad_id=0)
+        value, n = loss_fn(model, batch, TrainSettings(label_smoothing=0.1), pad_id=0)
         value.backward()
         results.append((value.detach(), n, [p.grad.clone() for p in model.parameters()]))
     (a, n_a, grads_a), (b, n_b, grads_b) = results
@@ -211,9 +217,28 @@ def test_fit_moves_each_batch_to_the_models_device(de_corpus, monkeypatch):
     seen = []
     original = Batch.to
     monkeypatch.setattr(Batch, "to", lambda self, device: seen.append(torch.device(device)) or original(self, device))
-    fit(tiny_model(corpus), corpus, TrainSettings(epochs=1, max_steps=2, max_tokens=60, tokens_per_update=100,
-                                                  checkpoint_every=0), report="none")
+    fit(tiny_model(corpus), corpus, TrainSettings(epochs=1, max_steps=2, max_tokens=60, tokens_per_update=100),
+        report="none")
     assert seen and set(seen) == {torch.device("cpu")}
+
+
+@pytest.mark.parametrize("max_steps", [None, 5])
+def test_the_lessons_fit_and_the_full_trainer_take_the_same_steps(de_corpus, tmp_path, max_steps):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    lesson = dict(epochs=2, max_steps=max_steps, max_tokens=60, tokens_per_update=100, warmup=3, seed=4)
+    runs = []
+    for train in (lambda m: fit(m, corpus, TrainSettings(**lesson), report="none"),
+                  lambda m: full_fit(m, corpus, RunSettings(**lesson, checkpoint_every=2), report="none",
+                                     checkpoint=tmp_path / "full.pt", save_kwargs={"data": corpus.settings})):
+        model = tiny_model(corpus)                                # dropout on: the same masks, in the same order
+        progress = train(model)
+        runs.append((progress, weights(model)))
+    (lesson_run, lesson_weights), (full_run, full_weights) = runs
+    assert lesson_run["step"] == full_run["step"] == (max_steps or full_run["step"]) > 2
+    for key in ("step", "lr", "train_loss", "tokens", "epoch", "epoch_step", "valid_loss"):
+        assert lesson_run["history"][key] == full_run["history"][key], key
+    for a, b in zip(lesson_weights, full_weights):
+        assert torch.equal(a, b)
 
 
 def saved(tmp_path, de_corpus, name="m.pt"):
@@ -353,15 +378,17 @@ def test_python_dash_m_entry_point_reports_usage_errors():
     assert out.returncode == 2 and out.stderr.startswith("usage: python -m nmt_lib translate")
 
 
-def test_fit_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys):
+@pytest.mark.parametrize("trainer", [fit, full_fit])
+def test_fit_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys, trainer):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
-    fit(tiny_model(corpus), corpus, settings, report="lines")
+    settings = RunSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
+    trainer(tiny_model(corpus), corpus, settings, report="lines")
     lines = capsys.readouterr().err.splitlines()
     ends = [line for line in lines if "100%" in line]
     assert [line.split(":")[0] for line in ends] == ["epoch 1/2", "epoch 2/2"] and not any("\r" in x for x in lines)
-    assert all("step" in line and "valid loss" in line and "perplexity" in line and "tok/s" in line for line in ends)
-    fit(tiny_model(corpus), corpus, settings, report="none")
+    assert all("step" in line and "valid loss" in line and "perplexity" in line for line in ends)
+    assert all("tok/s" in line for line in ends) == (trainer is full_fit)    # the command line's shows the speed
+    trainer(tiny_model(corpus), corpus, settings, report="none")
     assert capsys.readouterr().err == ""
 
 
@@ -371,7 +398,7 @@ def test_every_setting_with_a_help_text_is_an_option_with_the_dataclass_default(
     parser = cli.build_parser()
     train = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
     options = {s: a for a in train._actions for s in a.option_strings}
-    for cls in (TransformerConfig, TrainSettings, CorpusSettings):
+    for cls in (TransformerConfig, RunSettings, CorpusSettings):
         for f in fields(cls):
             if "help" not in f.metadata:
                 continue
@@ -393,11 +420,11 @@ def test_the_tools_switch_the_speed_ups_on_and_can_switch_them_off(tmp_path, de_
     out = cli_run(*common, "--out", tmp_path / "fast.pt")
     assert out.returncode == 0, out.stderr
     payload = load_checkpoint(tmp_path / "fast.pt").payload
-    assert payload["config"]["fast_dropout"] and payload["train"]["loss"] == "sliced" and payload["train"]["fused_adam"]
+    assert payload["train"]["fast_dropout"] and payload["train"]["loss"] == "sliced" and payload["train"]["fused_adam"]
     out = cli_run(*common, "--no-fast-dropout", "--loss", "plain", "--no-fused-adam", "--out", tmp_path / "plain.pt")
     assert out.returncode == 0, out.stderr
     payload = load_checkpoint(tmp_path / "plain.pt").payload
-    assert not payload["config"]["fast_dropout"] and payload["train"]["loss"] == "plain"
+    assert not payload["train"]["fast_dropout"] and payload["train"]["loss"] == "plain"
     assert not payload["train"]["fused_adam"] and payload["config"]["d_model"] == 16
 
 

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from nmt_lib.decoding import beam_search, greedy_decode, greedy_decode_nocache, sequence_scores, translate
-from nmt_lib.fast import FastDropout
+from nmt_lib.fast import FastDropout, use_fast_dropout
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -198,12 +198,11 @@ def test_decoding_leaves_a_training_model_in_training_mode(decode):
 def test_the_config_defaults_are_the_published_recipe():
     cfg = TransformerConfig(10, 12)
     assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_layers, cfg.dropout) == (128, 4, 512, 3, 0.1)
-    assert not cfg.fast_dropout and not cfg.norm_first
+    assert not cfg.norm_first
 
 
 def test_the_plain_model_uses_nn_dropout_and_the_switch_swaps_every_one():
-    plain, fast = make(), Transformer(TransformerConfig(25, 30, d_model=32, n_heads=4, d_ff=64, n_layers=2,
-                                                        dropout=0.1, max_len=64, fast_dropout=True))
+    plain, fast = make(), use_fast_dropout(make())
     count = 2 + 2 * 3 + 2 * 4                                  # positions, encoder blocks, decoder blocks
     assert sum(isinstance(m, nn.Dropout) for m in plain.modules()) == count
     assert not any(isinstance(m, FastDropout) for m in plain.modules())

@@ -8,6 +8,7 @@ one folder up, generated from the chapters).
 - `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
 - `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.
 - `guards`: the run lock, Ctrl-C and SIGTERM, the writable-output check, beam memory budgets.
+- `trainer`: chapter 9's `fit` for long runs: resuming, precision, chapter 10's speed-ups, torchrun.
 - `inference`: translating lines and scoring a held-out split with a checkpoint.
 - `cli`: `python -m nmt_lib train|translate|evaluate`.
 """

@@ -96,7 +96,10 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}")
     try:
-        cfg = TransformerConfig(**payload["config"])
+        config = payload["config"]
+        if isinstance(config, dict) and "fast_dropout" in config:   # a checkpoint from before the switch moved
+            config = {k: v for k, v in config.items() if k != "fast_dropout"}   # to the trainer's settings
+        cfg = TransformerConfig(**config)
         words = Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path} has an unusable config or vocabulary: {e}") from None

@@ -1,5 +1,5 @@
 """`python -m nmt_lib train|translate|evaluate`: the command-line tools. Their options are built from
-the settings dataclasses (`TransformerConfig`, `TrainSettings`, `CorpusSettings`), so `--help` and the
+the settings dataclasses (`TransformerConfig`, `RunSettings`, `CorpusSettings`), so `--help` and the
 code share one set of defaults; the tools switch chapter 10's speed-ups on."""
 import argparse
 import math
@@ -16,12 +16,12 @@ import torch
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
-from nmt_lib.run.guards import EXIT_STATUS, check_writable, run_lock, stop_on_signals
+from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
 from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.seq2seq import num_parameters
-from nmt_lib.training import StopRequest, TrainSettings, fit
+from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "every 30 s in a log file (auto)")
     add_settings(t, CorpusSettings)
     add_settings(t, TransformerConfig, FAST)
-    add_settings(t, TrainSettings, FAST)
+    add_settings(t, RunSettings, FAST)
 
     tr = sub.add_parser("translate", help="translate English lines from stdin to French on stdout",
                         description="Read raw sentences on stdin, one per line; write one translation per line.")
@@ -131,10 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def new_settings(args, parser) -> tuple[TrainSettings, dict, dict]:
+def new_settings(args, parser) -> tuple[RunSettings, dict, dict]:
     """The settings of a run that starts now, checked before anything is read, written or locked."""
     try:
-        settings = TrainSettings(**given(args, TrainSettings, FAST))
+        settings = RunSettings(**given(args, RunSettings, FAST))
         model_options = given(args, TransformerConfig, FAST)
         TransformerConfig(1, 1, **model_options)                     # check the sizes before reading the corpus
         corpus_options = given(args, CorpusSettings)
@@ -146,7 +146,7 @@ def new_settings(args, parser) -> tuple[TrainSettings, dict, dict]:
     return settings, model_options, corpus_options
 
 
-def new_run(settings: TrainSettings, model_options: dict, corpus_options: dict, device):
+def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, device):
     """The corpus and a fresh model for a run that starts now."""
     say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
@@ -158,7 +158,7 @@ def new_run(settings: TrainSettings, model_options: dict, corpus_options: dict, 
 def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only RESUMABLE may)."""
     differ = []
-    for cls, stored in ((TransformerConfig, resume["config"]), (TrainSettings, saved_train),
+    for cls, stored in ((TransformerConfig, resume["config"]), (RunSettings, saved_train),
                         (CorpusSettings, resume["data"])):
         for f in fields(cls):
             value = given(args, cls).get(f.name, stored.get(f.name))
@@ -187,13 +187,13 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         resume = ckpt.payload
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
             raise CheckpointError(f"{out} holds no training state to resume from")
-        saved = {k: v for k, v in {**FAST, **resume["train"]}.items() if k in {f.name for f in fields(TrainSettings)}}
+        saved = {k: v for k, v in {**FAST, **resume["train"]}.items() if k in {f.name for f in fields(RunSettings)}}
         differ = resume_differences(args, resume, saved)
         if differ:
             raise ValueError("--resume goes on with the run as it started, but these options differ from it: "
                              + "; ".join(differ) + ". Leave them out, or start a new run with another --out")
-        changes = {k: v for k, v in given(args, TrainSettings).items() if k in RESUMABLE}
-        settings = TrainSettings(**{**saved, "time_limit": None, **changes})
+        changes = {k: v for k, v in given(args, RunSettings).items() if k in RESUMABLE}
+        settings = RunSettings(**{**saved, "time_limit": None, **changes})
         corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None),
                                               changed_ok=args.data_changed_ok)
         corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
@@ -211,7 +211,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         f"{'fp32' if dtype is None else str(dtype).replace('torch.', '')}; checkpoint {out}\n")
     announce = lambda name: say(f"\n{name}: stopping after the update in progress, then writing {out}\n")
     with stop_on_signals(StopRequest(), announce) as stop:
-        progress = fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
+        progress = full_fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
                        report=args.progress, stop=stop)
     if progress["stopped"] not in (None, "max_steps", "time_limit"):     # a signal, here or on another rank
         say(f"stopped by {progress['stopped']} at update {progress['step']:,}; the checkpoint {out} holds "

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nmt_lib.run.checkpoint import CheckpointError
-from nmt_lib.training import StopRequest
 
 EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}    # 128 + the signal's number, as shells report a killed program
 
@@ -55,6 +54,17 @@ def run_lock(path):
         yield
     finally:
         os.close(fd)                             # closing the file releases the lock
+
+
+class StopRequest:
+    """A flag the trainer checks after every update: a signal handler (`signal.signal(SIGINT, stop)`) or
+    any other code sets it, and training stops after the update in progress, with a checkpoint."""
+
+    def __init__(self):
+        self.reason = None
+
+    def __call__(self, signum=None, frame=None):
+        self.reason = self.reason or (signal.Signals(signum).name if signum is not None else "stop requested")
 
 
 @contextmanager
