@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 
-.PHONY: setup course test test-latest unit nbval lab export notebooks clean book chromium bench soak
+.PHONY: setup course test test-latest unit quick nbval lab export notebooks clean book chromium bench soak
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -76,6 +76,10 @@ soak: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests
+
+# The quick loop while editing: the unit tests without the browser, subprocess and fault-injection ones.
+quick: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" tests
 
 nbval: $(STAMP)
 	NMT_QUICK=1 $(BIN)/python -m pytest notebooks solutions $(NBVAL)

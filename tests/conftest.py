@@ -1,5 +1,61 @@
+"""Shared by the tests: the tools on the import path, one small corpus, and the `slow` marker."""
+import inspect
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+
+# A small English-German corpus built from templates: every line is "english<TAB>german<TAB>note",
+# the third column as in fra.txt, whose last column credits the translators.
+SUBJECTS = [("i", "ich", "bin", "habe", "sehe"), ("you", "du", "bist", "hast", "siehst"),
+            ("we", "wir", "sind", "haben", "sehen"), ("they", "sie", "sind", "haben", "sehen")]
+ADJECTIVES = [("tired", "müde"), ("happy", "glücklich"), ("cold", "kalt"), ("hungry", "hungrig"), ("late", "spät")]
+NOUNS = [("a dog", "einen Hund"), ("a car", "ein Auto"), ("the house", "das Haus"), ("a book", "ein Buch"),
+         ("the cat", "die Katze")]
+
+
+def german_lines() -> list[str]:
+    lines = []
+    for en, de, sein, haben, sehen in SUBJECTS:
+        cap, de_cap, be = en.capitalize(), de.capitalize(), "am" if en == "i" else "are"
+        for adj_en, adj_de in ADJECTIVES:
+            lines.append(f"{cap} {be} {adj_en}.\t{de_cap} {sein} {adj_de}.\tCC-BY test")
+            lines.append(f"{cap} {be} not {adj_en}!\t{de_cap} {sein} nicht {adj_de}!\tCC-BY test")
+        for noun_en, noun_de in NOUNS:
+            lines.append(f"{cap} have {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test")
+            lines.append(f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test")
+    return lines
+
+
+def write_corpus(folder: Path) -> Path:
+    """The corpus as a file in `folder`, for the tests that start processes of their own."""
+    path = Path(folder) / "deu.txt"
+    path.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def de_corpus(tmp_path):
+    return write_corpus(tmp_path)
+
+
+# A test is slow when it drives a browser, starts processes (the command line, torchrun, a kernel) or
+# injects faults: `pytest -m "not slow" tests` is the quick loop without them.
+SLOW_MODULES = {"test_browser", "test_faults", "test_without_d2l"}
+SLOW_CALLS = ("cli_run(", "subprocess.", "torchrun", "nbclient", "train(data")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: drives a browser, starts processes or injects faults")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        source = inspect.getsource(item.function)
+        if item.module.__name__ in SLOW_MODULES or any(call in source for call in SLOW_CALLS):
+            item.add_marker(pytest.mark.slow)

@@ -94,15 +94,20 @@ def test_additive_attention_matches_d2l_with_copied_weights():
     assert torch.all(weights[0, :, 3:] == 0)
 
 
-@needs_d2l
-def test_attend_fused_and_explicit_agree_and_match_torch_and_d2l():
+def test_attend_fused_and_explicit_agree_and_match_torch():
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 3)
     mask = torch.rand(2, 1, 5, 7) > 0.3
+    mask[..., 0] = True                                  # every query may attend somewhere
     fused, none = attend(q, k, v, mask)
     explicit, weights = attend(q, k, v, mask, need_weights=True)
     assert none is None and weights.shape == (2, 4, 5, 7)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 5)) and not weights.masked_select(~mask).any()
     assert torch.allclose(fused, explicit, atol=1e-5)
     assert torch.allclose(fused, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6)
+
+
+@needs_d2l
+def test_attend_matches_d2l_dot_product_attention():
     q3, k3, v3, lens = torch.randn(3, 4, 8), torch.randn(3, 6, 8), torch.randn(3, 6, 2), torch.tensor([2, 6, 1])
     ref = d2l.DotProductAttention(dropout=0).eval()(q3, k3, v3, lens)
     assert torch.allclose(attend(q3, k3, v3, lens_to_mask(lens, 6))[0], ref, atol=1e-6)

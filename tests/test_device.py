@@ -14,7 +14,7 @@ from nmt_lib.run.device import DeviceError, default_device, describe_device, par
 from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
-from test_training import de_corpus, tiny_model  # noqa: F401  (de_corpus is a fixture)
+from test_training import tiny_model
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA); this machine has none")
 
@@ -74,7 +74,7 @@ def test_cli_refuses_an_unknown_device_before_doing_anything(capsys, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_cli_translates_on_the_device_it_is_given(tmp_path, de_corpus, capsys, monkeypatch):  # noqa: F811
+def test_cli_translates_on_the_device_it_is_given(tmp_path, de_corpus, capsys, monkeypatch):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
                                           d_ff=32, n_layers=1))
@@ -106,7 +106,7 @@ def small_batch(corpus):
 
 
 @cuda
-def test_cpu_and_cuda_give_the_same_loss_gradients_and_translations(de_corpus):  # noqa: F811
+def test_cpu_and_cuda_give_the_same_loss_gradients_and_translations(de_corpus):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     batch, settings = small_batch(corpus), TrainSettings(label_smoothing=0.1)
     results = {}
@@ -128,7 +128,7 @@ def test_cpu_and_cuda_give_the_same_loss_gradients_and_translations(de_corpus): 
 
 
 @cuda
-def test_a_checkpoint_saved_on_cuda_loads_on_the_cpu(tmp_path, de_corpus):  # noqa: F811
+def test_a_checkpoint_saved_on_cuda_loads_on_the_cpu(tmp_path, de_corpus):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus).cuda()
     path = save_checkpoint(tmp_path / "g.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
@@ -172,7 +172,7 @@ def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("precision, loss", [("fp32", "plain"), ("bf16", "plain"), ("bf16", "sliced"), ("fp16", "plain")])
-def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path, precision, loss):  # noqa: F811
+def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path, precision, loss):
     from nmt_lib.run.trainer import full_fit
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus, dropout=0.0)
@@ -187,7 +187,7 @@ def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path,
     assert all(t.dtype == torch.float32 for t in ckpt.model.state_dict().values() if t.is_floating_point())
 
 
-def test_the_first_low_precision_loss_is_close_to_fp32(de_corpus):  # noqa: F811
+def test_the_first_low_precision_loss_is_close_to_fp32(de_corpus):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model, batch = tiny_model(corpus, dropout=0.0), small_batch(corpus)
     settings = TrainSettings(label_smoothing=0.1)

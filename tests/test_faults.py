@@ -15,21 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = int(os.environ.get("NMT_SOAK_FAULTS", "20"))
 STEPS = 30
-
-
-def corpus(tmp_path) -> Path:
-    subjects = [("I", "Ich", "bin"), ("You", "Du", "bist"), ("We", "Wir", "sind"), ("They", "Sie", "sind")]
-    words = [("tired", "müde"), ("happy", "glücklich"), ("cold", "kalt"), ("late", "spät"), ("here", "hier")]
-    lines = [f"{en} am {w_en}.\t{de} {be} {w_de}.\tCC-BY" for en, de, be in subjects for w_en, w_de in words]
-    lines += [f"{en} am not {w_en}!\t{de} {be} nicht {w_de}!\tCC-BY" for en, de, be in subjects for w_en, w_de in words]
-    path = tmp_path / "deu.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def train_args(data, out, resume: bool):
@@ -66,7 +57,7 @@ def temporary_files(out: Path) -> list:
 
 
 def test_sigint_and_sigterm_before_the_first_checkpoint_still_write_one(tmp_path, context):
-    data = corpus(tmp_path)
+    data = write_corpus(tmp_path)
     for signum, status in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
         out, log = tmp_path / f"{signum.name}.pt", tmp_path / f"{signum.name}.log"
         args = train_args(data, out, False)
@@ -84,7 +75,7 @@ def test_sigint_and_sigterm_before_the_first_checkpoint_still_write_one(tmp_path
 
 
 def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishes(tmp_path, context):
-    data, out = corpus(tmp_path), tmp_path / "killed.pt"
+    data, out = write_corpus(tmp_path), tmp_path / "killed.pt"
     timing = start(context, data, tmp_path / "timing.pt")            # how long one whole run takes here
     began = time.monotonic()
     timing.join(timeout=120)
@@ -118,7 +109,7 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
 
 
 def test_interrupted_at_random_moments_resume_gives_the_weights_of_a_run_that_never_stopped(tmp_path, context):
-    data = corpus(tmp_path)
+    data = write_corpus(tmp_path)
     straight = start(context, data, tmp_path / "straight.pt")
     began = time.monotonic()
     straight.join(timeout=120)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share
 from nmt_lib.training import update_groups
@@ -55,18 +56,6 @@ def test_one_process_needs_no_process_group():
     assert all_sum(2.5, 7) == [2.5, 7] and agree_to_stop(None) is None and agree_to_stop("SIGINT") == "SIGINT"
 
 
-def corpus(tmp_path) -> Path:
-    people = [("I", "Je", "suis"), ("You", "Tu", "es"), ("We", "Nous", "sommes"), ("They", "Ils", "sont")]
-    words = [("tired", "fatigué"), ("happy", "heureux"), ("cold", "froid"), ("late", "en retard"), ("here", "ici"),
-             ("ready", "prêt"), ("at home", "à la maison")]
-    lines = [f"{en} am {w_en}.\t{fr} {be} {w_fr}.\tCC-BY" for en, fr, be in people for w_en, w_fr in words]
-    lines += [f"{en} am not {w_en} today!\t{fr} ne {be} pas {w_fr} aujourd'hui !\tCC-BY"
-              for en, fr, be in people for w_en, w_fr in words]
-    path = tmp_path / "fra.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def train(data, out, steps, *, ranks=1, resume=False):
     """`python -m nmt_lib train`, or the same under torchrun with `ranks` Gloo processes; no dropout, fp32."""
     launcher = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -92,7 +81,7 @@ def largest_difference(a: Path, b: Path) -> float:
 
 
 def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any_number(tmp_path):
-    data = corpus(tmp_path)
+    data = write_corpus(tmp_path)
     train(data, tmp_path / "one.pt", 6)
     two = train(data, tmp_path / "two.pt", 6, ranks=2)
     assert "in each of 2 processes" in two.stderr and two.stdout.count("trained 6 updates") == 1   # rank 0 reports

@@ -23,24 +23,49 @@ def test_environment_yml_matches_requirements():
         assert name in requirements
 
 
-def test_readme_opens_with_the_two_commands():
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, re.S)
-    assert blocks and blocks[0].split() == ["make", "course"] and blocks[1].split() == ["make", "test"]
-    assert "CC-BY 2.0" in readme and "tatoeba" in readme.lower()
+def make_dry_run(target: str) -> list[str]:
+    """The commands `make TARGET` would run here, as make expands them (`make -n`), nothing executed."""
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}   # under make test
+    out = subprocess.run(["make", "-n", "--no-print-directory", target, "CHROMIUM=/bin/true"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
 
 
-def test_ci_runs_make_test_with_the_shared_data():
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert "make test" in ci and "../shared/data" in ci and "NMT_DATA_DIR" in ci
-    makefile = (ROOT / "Makefile").read_text()
-    test_recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "export_lib.py --check" in test_recipe and "NMT_QUICK=1" in test_recipe and "$(NBVAL)" in test_recipe
-    # The browser tests need the built book and Chromium: make test provides both first.
-    assert re.search(r"^test: \$\(STAMP\) book chromium$", makefile, re.M)
-    assert "apt-get install -y -q chromium" in makefile and "sphinx-build" in makefile
-    nbval = re.search(r"^NBVAL := (.*)$", makefile, re.M).group(1)
-    assert "--nbval-lax" in nbval and "--nbval-current-env" in nbval and "--nbval-sanitize-with" in nbval
+def test_make_test_builds_the_book_then_checks_the_export_lints_and_runs_every_notebook_under_nbval():
+    commands = make_dry_run("test")
+    book = next(i for i, c in enumerate(commands) if c.startswith(".venv/bin/sphinx-build"))
+    checks = [commands.index(".venv/bin/python tools/export_lib.py --check"), commands.index(".venv/bin/ruff check .")]
+    pytest_line = next(i for i, c in enumerate(commands) if " -m pytest " in c)
+    assert book < checks[0] < checks[1] < pytest_line == len(commands) - 1
+    run = commands[pytest_line].split()
+    assert run[:2] == ["NMT_QUICK=1", "NMT_CHROMIUM=/bin/true"]
+    assert run[run.index("pytest") + 1:run.index("pytest") + 4] == ["tests", "notebooks", "solutions"]
+    assert {"--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with"} <= set(run)
+
+
+def test_make_course_runs_every_chapter_then_builds_the_book():
+    commands = make_dry_run("course")
+    course = commands.index(".venv/bin/python tools/run_course.py")
+    assert any(c.startswith("make") and "book" in c for c in commands[course + 1:]) or \
+        any(c.startswith(".venv/bin/sphinx-build") for c in commands[course + 1:])
+
+
+def test_ci_runs_both_stacks_with_the_shared_data(tmp_path):
+    import os
+    import subprocess
+    fake, log = tmp_path / "bin", tmp_path / "make.log"
+    fake.mkdir()
+    (fake / "make").write_text('#!/bin/sh\necho "$* NMT_DATA_DIR=${NMT_DATA_DIR:-unset}" >> "$LOG"\n')
+    (fake / "make").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LOG": str(log)}
+    env.pop("NMT_DATA_DIR", None)
+    subprocess.run(["bash", str(ROOT / ".ci" / "run")], env=env, check=True, timeout=60)
+    shared = ROOT.parent / "shared" / "data"
+    data = str(shared.resolve()) if shared.is_dir() else "unset"
+    assert log.read_text().splitlines() == [f"test NMT_DATA_DIR={data}", f"test-latest NMT_DATA_DIR={data}"]
 
 
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the subword tokenizer
@@ -125,3 +150,15 @@ def test_a_chapter_with_exercises_has_its_solutions_executed_beside_it():
         assert code and all(c.get("outputs") or c.get("execution_count") for c in code), \
             f"{solutions.name} is not executed"
         assert f"solutions/{path.name}" in "".join("".join(c["source"]) for c in notebook_cells(path))
+
+
+def test_the_quick_loop_leaves_out_the_browser_process_and_fault_tests():
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests"), "--collect-only", "-q",
+                          "-m", "not slow"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    quick = out.stdout
+    assert out.returncode == 0 and "test_training.py::test_noam_lr_rises_linearly" in quick, out.stdout[-500:]
+    for slow in ("test_faults.py::", "test_without_d2l.py::", "test_browser.py::",
+                 "test_training.py::test_cli_trains_translates_and_evaluates_english_german",
+                 "test_parallel.py::test_two_gloo_processes"):
+        assert slow not in quick, slow

@@ -21,40 +21,9 @@ from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.training import TrainSettings, batch_loss, fit, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
+from conftest import german_lines
+
 ROOT = Path(__file__).resolve().parent.parent
-
-# A small English-German corpus built from templates: every line is "english<TAB>german<TAB>note".
-SUBJECTS = [("i", "ich", "bin", "habe", "sehe"), ("you", "du", "bist", "hast", "siehst"),
-            ("we", "wir", "sind", "haben", "sehen"), ("they", "sie", "sind", "haben", "sehen")]
-ADJECTIVES = [("tired", "müde"), ("happy", "glücklich"), ("cold", "kalt"), ("hungry", "hungrig"), ("late", "spät")]
-NOUNS = [("a dog", "einen Hund"), ("a car", "ein Auto"), ("the house", "das Haus"), ("a book", "ein Buch"),
-         ("the cat", "die Katze")]
-
-
-def be_form(en):
-    return {"i": "am", "you": "are", "we": "are", "they": "are"}[en]
-
-
-def german_lines():
-    lines = []
-    for en, de, sein, haben, sehen in SUBJECTS:
-        cap, de_cap = en.capitalize(), de.capitalize()
-        for adj_en, adj_de in ADJECTIVES:
-            lines.append(f"{cap} {be_form(en)} {adj_en}.\t{de_cap} {sein} {adj_de}.\tCC-BY test")
-            lines.append(f"{cap} {be_form(en)} not {adj_en}!\t{de_cap} {sein} nicht {adj_de}!\tCC-BY test")
-        for noun_en, noun_de in NOUNS:
-            verb = "have" if en != "he" else "has"
-            lines.append(f"{cap} {verb} {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test")
-            lines.append(f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test")
-    return lines
-
-
-@pytest.fixture
-def de_corpus(tmp_path):
-    path = tmp_path / "deu.txt"
-    path.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
-    return path
-
 
 def tiny_model(corpus, dropout=0.1):
     torch.manual_seed(3)
@@ -245,6 +214,16 @@ def saved(tmp_path, de_corpus, name="m.pt"):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
     return save_checkpoint(tmp_path / name, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings), model
+
+
+def test_load_checkpoint_puts_the_model_on_the_chosen_device_unless_told(tmp_path, de_corpus, monkeypatch):
+    from nmt_lib.run import checkpoint
+    path, _ = saved(tmp_path, de_corpus)
+    asked = []
+    monkeypatch.setattr(checkpoint, "default_device", lambda: asked.append("default") or torch.device("cpu"))
+    assert next(load_checkpoint(path).model.parameters()).device.type == "cpu" and asked == ["default"]
+    load_checkpoint(path, device="cpu")
+    assert asked == ["default"]                                  # a device given is taken as it is
 
 
 def test_checkpoint_round_trip_keeps_weights_vocabularies_and_settings(tmp_path, de_corpus):

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run.cache import atomic_save
+from nmt_lib.run.device import default_device
 from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -74,9 +75,11 @@ class Checkpoint:
         return (self.payload.get("progress") or {}).get("step", 0)
 
 
-def load_checkpoint(path, device="cpu") -> Checkpoint:
-    """Read a checkpoint safely (`weights_only=True`) onto `device`; raise `CheckpointError` saying what is wrong."""
+def load_checkpoint(path, device=None) -> Checkpoint:
+    """Read a checkpoint safely (`weights_only=True`) onto `device` (default: `default_device()`, which
+    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong."""
     path = Path(path)
+    device = default_device() if device is None else device
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found")
     try:

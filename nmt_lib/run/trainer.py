@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
-from nmt_lib.loop import TrainingDiverged
+from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.checkpoint import save_checkpoint
@@ -24,7 +24,7 @@ from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
 from nmt_lib.seq2seq import model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, new_progress, noam_lr,
-                              noam_schedule, progress_bar, record_update, update_groups)
+                              noam_schedule, record_update, update_groups)
 
 
 @dataclass
