@@ -217,10 +217,18 @@ def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int
             tokens = token.view(-1, 1)
     best = (scores / lengths.clamp_min(1) ** alpha).argmax(dim=1)              # (B,)
     beam_hyps = [cut_at_eos(seq, eos_id) for seq in seqs[torch.arange(B, device=device), best].tolist()]
+    chosen = prefer_greedy(model, src, src_len, beam_hyps, bos_id=bos_id, eos_id=eos_id, max_len=max_len, alpha=alpha)
+    return Decoded(chosen, [None] * B)
+
+
+def prefer_greedy(model, src, src_len, beam_hyps, *, bos_id: int, eos_id: int, max_len: int,
+                  alpha: float = 1.0) -> list[list[int]]:
+    """Beam search's safeguard: for each sentence, the beam's best hypothesis (`beam_hyps`, one
+    (tokens, ended) pair per sentence), or the greedy translation where that scores higher by the
+    same length-normalised measure."""
     greedy = greedy_decode(model, src, src_len, bos_id=bos_id, eos_id=eos_id, max_len=max_len).tokens
     greedy_hyps = [(g, len(g) < max_len) for g in greedy]
     kw = dict(bos_id=bos_id, eos_id=eos_id, alpha=alpha)
     beam_score = sequence_scores(model, src, src_len, beam_hyps, **kw)
     greedy_score = sequence_scores(model, src, src_len, greedy_hyps, **kw)
-    chosen = [g[0] if gs > bs else b[0] for b, g, bs, gs in zip(beam_hyps, greedy_hyps, beam_score, greedy_score)]
-    return Decoded(chosen, [None] * B)
+    return [g[0] if gs > bs else b[0] for b, g, bs, gs in zip(beam_hyps, greedy_hyps, beam_score, greedy_score)]

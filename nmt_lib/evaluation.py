@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nmt_lib.decoding import beam_step
+from nmt_lib.decoding import beam_step, prefer_greedy
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
 from nmt_lib.seq2seq import eval_mode, model_device
 
@@ -57,7 +57,8 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     """Beam search on one sentence (`src_ids`, ending in <eos>), keeping the search tree.
 
     Each step is chapter 7's `beam_step`, as in `beam_search`, with the decoder re-run on each beam's
-    whole prefix. Returns `(best, nodes)`: the best finished hypothesis (token ids, without <eos>) and
+    whole prefix. Returns `(best, nodes)`: the translation `beam_search` returns (token ids, without
+    <eos>: the best finished hypothesis, or the greedy one where it scores higher) and
     one dict per hypothesis: `step`, `parent` (index into nodes; None for <bos>), `token`, `logp` (sum
     of log-probabilities so far), `kept` (in the beam after its step), `final` and `score` (in the beam
     at the end, and its logp / length**alpha, by which the best is chosen) and, on the path of the
@@ -105,7 +106,10 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     for i in trace_nodes(nodes, best):             # mark the winner's path for the drawing
         nodes[i]["best"] = True
     ids = path(best)[1:]
-    return (ids[:-1] if ids and ids[-1] == eos_id else ids), nodes
+    ended = bool(ids) and ids[-1] == eos_id
+    chosen = prefer_greedy(model, src, src_len, [(ids[:-1] if ended else ids, ended)], bos_id=bos_id, eos_id=eos_id,
+                           max_len=max_len, alpha=alpha)[0]   # chapter 7's safeguard, as beam_search applies it
+    return chosen, nodes
 
 
 def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
