@@ -2,29 +2,22 @@
 
 """The decoder alone: a Transformer language model built from chapter 7's blocks (masked multi-head
 self-attention, positional encoding, feed-forward network, residual and norm), without the encoder and
-the cross-attention, with its output layer tied to its embedding. Baselines (unigram, GRU), training on
-a token stream, perplexity, and generation with a KV cache.
+the cross-attention, with its output layer tied to its embedding; a GRU baseline; generation with a
+KV cache. Token streams, training and perplexity are in `nmt_lib.lm_train`.
 
 Shapes: B batch, T positions, D = d_model, H heads, Dh = D / H, V vocabulary size.
 """
 import math
-import time
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt_lib.attention import causal_mask
-from nmt_lib.run.course import pick, setting
-from nmt_lib.run.cache import cached_fit
-from nmt_lib.data import seq_data_iter_random
-from nmt_lib.run.device import default_device
-from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
-from nmt_lib.recipes import paper_adam
-from nmt_lib.seq2seq import eval_mode, model_device, num_parameters
+from nmt_lib.run.course import setting
+from nmt_lib.seq2seq import eval_mode, model_device
 from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention, check_sizes
 
 
@@ -120,140 +113,6 @@ class GRULM(nn.Module):
     def forward(self, x, state=None):
         h, state = self.rnn(self.drop(self.embedding(x)), state)                   # (B, T, D)
         return self.out(self.drop(h)), state, None
-
-
-def sentence_stream(sentences, vocab) -> torch.Tensor:
-    """One token stream from sentences: each sentence's ids, then `<eos>`, one after another (1-D)."""
-    ids = []
-    for sentence in sentences:
-        ids.extend(vocab.encode(sentence))
-        ids.append(vocab.eos_id)
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def lm_streams(data) -> dict:
-    """The French side of each of `data`'s splits as one stream (`sentence_stream`), in its target vocabulary."""
-    return {split: sentence_stream([t for _, t in getattr(data.splits, split)], data.tgt_vocab)
-            for split in ("train", "valid", "test")}
-
-
-def train_lm(model, stream, *, epochs: int, batch_size: int, num_steps: int, lr: float, clip: float = 1.0,
-             seed: int = 0, progress: str = "auto", title: str = "language model") -> dict:
-    """Next-token training on random windows of `stream` (chapter 1's `seq_data_iter_random`, new
-    windows each epoch), Adam with the paper's betas; returns the training loss per epoch and seconds."""
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
-    device = model_device(model)
-    optimizer = paper_adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    history, start = {"epoch": [], "train_loss": [], "seconds": []}, time.perf_counter()
-    n_batches = (len(stream) - 1) // num_steps // batch_size
-    for epoch in range(1, epochs + 1):
-        model.train()
-        total, count = 0.0, 0
-        with progress_bar(n_batches, f"{title}, epoch {epoch}/{epochs}", progress, unit="batch") as bar:
-            for X, Y in seq_data_iter_random(stream, batch_size, num_steps, generator=generator):
-                logits = model(X.to(device))[0]                                        # (B, T, V)
-                loss = F.cross_entropy(logits.flatten(0, 1), Y.to(device).flatten())
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(f"the loss became {loss.item()} in epoch {epoch}; lower the learning rate")
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-                optimizer.step()
-                total, count = total + loss.item() * Y.numel(), count + Y.numel()
-                bar.update()
-                bar.set_postfix_str(f"loss {total / count:.3f}", refresh=False)
-        history["epoch"].append(epoch)
-        history["train_loss"].append(total / count)
-        history["seconds"].append(time.perf_counter() - start)
-    model.eval()
-    return history
-
-
-@torch.no_grad()
-def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> float:
-    """exp(mean negative log-likelihood) of every token of `stream` after the first, read in
-    consecutive windows of `num_steps` tokens, each window from a fresh start (so every model is
-    scored the same way, whatever it could carry over)."""
-    stream = torch.as_tensor(stream)
-    if len(stream) < 2:
-        raise ValueError("the stream needs at least two tokens")
-    last = len(stream) - 1                                   # the last token is never an input
-    windows = [(s, min(num_steps, last - s)) for s in range(0, last, num_steps)]
-    full = [s for s, L in windows if L == num_steps]
-    batches = [(full[i:i + batch_size], num_steps) for i in range(0, len(full), batch_size)]
-    batches += [([s], L) for s, L in windows if L < num_steps]                # the shorter last window
-    device, nll, count = model_device(model), 0.0, 0
-    with eval_mode(model):
-        for starts, L in batches:
-            X = torch.stack([stream[s:s + L] for s in starts]).to(device)                  # (B, L)
-            Y = torch.stack([stream[s + 1:s + 1 + L] for s in starts]).to(device)
-            logits = model(X)[0]                                                           # (B, L, V)
-            nll += float(F.cross_entropy(logits.flatten(0, 1), Y.flatten(), reduction="sum"))
-            count += Y.numel()
-    return math.exp(nll / count)
-
-
-class UnigramLM(nn.Module):
-    """The simplest baseline: every position predicts the training stream's token frequencies
-    (add-one smoothed), whatever came before."""
-
-    def __init__(self, stream, vocab_size: int):
-        super().__init__()
-        counts = torch.bincount(torch.as_tensor(stream), minlength=vocab_size).double() + 1
-        self.register_buffer("log_probs", (counts / counts.sum()).log().float())
-
-    def forward(self, x, past=None):
-        return self.log_probs.expand(*x.shape, -1), None, None
-
-
-LM_EPOCHS = 3                 # learner mode; quick mode (the tests) trains one
-
-
-def gru_width_like(parameters: int, vocab_size: int) -> int:
-    """The GRU width (a multiple of 8) whose tied `GRULM` has about `parameters` parameters."""
-    count = lambda w: vocab_size * w + vocab_size + 6 * w * w + 6 * w       # embedding (= output), bias, GRU
-    return max(8, min(range(8, 4097, 8), key=lambda w: abs(count(w) - parameters)))
-
-
-def train_decoder_lm(data, streams, *, reuse: bool = True, progress: str = "auto", device=None):
-    """This chapter's decoder-only Transformer on the French training stream, through the model cache."""
-    cfg = LMConfig(len(data.tgt_vocab), d_model=pick(128, 32), n_heads=4, d_ff=pick(512, 64), n_layers=2,
-                   dropout=0.1, context=pick(64, 32))
-    epochs, lr, batch_size, num_steps, seed = pick(LM_EPOCHS, 1), pick(1e-3, 3e-3), 64, pick(32, 16), 1
-
-    def build():
-        torch.manual_seed(seed)
-        return DecoderOnlyLM(cfg).to(device or default_device())
-
-    def fit(model):
-        return {"history": train_lm(model, streams["train"], epochs=epochs, batch_size=batch_size, lr=lr,
-                                    num_steps=num_steps, seed=seed, progress=progress, title="decoder-only Transformer"),
-                "parameters": num_parameters(model), "num_steps": num_steps}
-
-    key = dict(cfg=cfg.__dict__, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size,
-               num_steps=num_steps, seed=seed)
-    return cached_fit("decoder-lm", key, build, fit, reuse=reuse)
-
-
-def train_gru_lm(data, streams, parameters: int, *, reuse: bool = True, progress: str = "auto", device=None):
-    """The GRU baseline with about `parameters` parameters, trained like `train_decoder_lm`."""
-    width = gru_width_like(parameters, len(data.tgt_vocab))
-    epochs, lr, batch_size, num_steps, seed = pick(LM_EPOCHS, 1), pick(3e-3, 5e-3), 64, pick(32, 16), 1
-
-    def build():
-        torch.manual_seed(seed)
-        return GRULM(len(data.tgt_vocab), width).to(device or default_device())
-
-    def fit(model):
-        return {"history": train_lm(model, streams["train"], epochs=epochs, batch_size=batch_size, lr=lr,
-                                    num_steps=num_steps, seed=seed, progress=progress, title="GRU"),
-                "parameters": num_parameters(model), "num_steps": num_steps}
-
-    key = dict(width=width, data=data.fingerprint(), epochs=epochs, lr=lr, batch_size=batch_size,
-               num_steps=num_steps, seed=seed)
-    return cached_fit("gru-lm", key, build, fit, reuse=reuse)
 
 
 @torch.no_grad()

@@ -5,7 +5,7 @@ import zipfile
 from pathlib import Path
 
 from nmt_lib.run.download import DATA_ENV, default_data_dir, file_sha1
-from nmt_lib.lm import sentence_stream
+from nmt_lib.lm_train import sentence_stream
 from nmt_lib.text import Vocab
 
 PTB_URL = "http://d2l-data.s3-accelerate.amazonaws.com/ptb.zip"
