@@ -64,7 +64,11 @@ def test_sigint_and_sigterm_before_the_first_checkpoint_still_write_one(tmp_path
         args[args.index("--checkpoint-every") + 1] = "0"            # no checkpoint until it stops
         args[args.index("--max-steps") + 1] = "100000"
         child = start(context, data, out, args, log)
-        time.sleep(2.0)
+        deadline = time.monotonic() + 120          # however slow the machine: wait for training to begin
+        while not (log.exists() and "Transformer:" in log.read_text()) and child.is_alive() \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)                            # the signal handlers are set just after that line
         os.kill(child.pid, signum)
         child.join(timeout=60)
         err = log.read_text()
