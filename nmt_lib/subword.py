@@ -127,6 +127,8 @@ class SubwordVocab(Vocab):
     to rebuild it (`SubwordVocab(model_bytes)`), which is what a checkpoint stores. A character the
     training text never had becomes its UTF-8 bytes (`<0xE6>` ...), so nothing is `<unk>`.
     """
+    kind = "sentencepiece-bpe"
+    writes_unknowns = False     # byte fallback: every character has pieces
 
     def __init__(self, model_bytes: bytes):
         import sentencepiece as spm                        # installed with the course
@@ -140,6 +142,13 @@ class SubwordVocab(Vocab):
             raise ValueError(f"a SentencePiece model for the course has ids 0-3 {SPECIALS}, got {pieces[:4]}")
         self.model_bytes, self.token_freqs = bytes(model_bytes), []
         self._set_tokens(pieces)
+
+    def state(self) -> dict:
+        return {"model": self.model_bytes}
+
+    @classmethod
+    def from_state(cls, idx_to_token, state: dict) -> "SubwordVocab":
+        return cls(state["model"])                         # the pieces come from the model itself
 
     @classmethod
     def learn(cls, sentences, vocab_size: int) -> "SubwordVocab":

@@ -117,7 +117,13 @@ SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
 class Vocab:
-    """Token <-> id. Ids 0-3 are `<pad> <bos> <eos> <unk>`; the rest are by frequency, then alphabet."""
+    """Token <-> id. Ids 0-3 are `<pad> <bos> <eos> <unk>`; the rest are by frequency, then alphabet.
+
+    Every tokenizer of the course has this interface: `split`, `encode`, `detokenize`, `to_tokens`,
+    and, to be saved and loaded with a model, `kind`, `state()` and `from_state`.
+    """
+    kind = "word"               # the name a checkpoint stores; chapter 8b's subwords have their own
+    writes_unknowns = True      # a word it never saw comes out as <unk>
 
     def __init__(self, sentences=(), *, min_freq: int = 1):
         if min_freq < 1:
@@ -140,6 +146,15 @@ class Vocab:
         vocab.token_freqs = []
         vocab._set_tokens(list(idx_to_token))
         return vocab
+
+    def state(self) -> dict:
+        """What rebuilds this tokenizer besides its `idx_to_token`: nothing, for words."""
+        return {}
+
+    @classmethod
+    def from_state(cls, idx_to_token, state: dict):
+        """The tokenizer `state()` describes, with its token list (what a checkpoint stores)."""
+        return cls.from_tokens(idx_to_token)
 
     def __len__(self):
         return len(self.idx_to_token)

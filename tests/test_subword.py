@@ -13,7 +13,7 @@ from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.run.inference import copy_unknowns, count_unknowns
 from nmt_lib.subword import MARK, SubwordVocab, learn_bpe
-from nmt_lib.text import Vocab
+from nmt_lib.text import SPECIALS, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
 
@@ -257,3 +257,28 @@ def test_a_shared_word_vocabulary_loads_as_one_object(tmp_path):
     path = save_checkpoint(tmp_path / "w.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
     ckpt = load_checkpoint(path)
     assert ckpt.src_vocab is ckpt.tgt_vocab and ckpt.payload["tokenizer"] == {"kind": "word", "shared": True}
+
+
+def test_every_tokenizer_saves_and_loads_through_one_interface(tmp_path, monkeypatch):
+    from nmt_lib.run import tokenizers
+    sentences = corpus_lines(200)
+    made = {"word": Vocab(sentences), "bpe": SubwordVocab.learn(sentences, 300)}
+    assert set(made) == set(tokenizers.TOKENIZERS)
+    for name, vocab in made.items():
+        again = tokenizers.BY_KIND[vocab.kind].from_state(vocab.idx_to_token, vocab.state())
+        assert type(again) is tokenizers.TOKENIZERS[name] and again.idx_to_token == vocab.idx_to_token
+        assert again.encode(sentences[0]) == vocab.encode(sentences[0])
+
+    class Letters(Vocab):                       # a new kind: one class, registered in one place
+        kind = "letters"
+
+        def split(self, sentence):
+            return [ch for ch in sentence if not ch.isspace()]
+
+    monkeypatch.setitem(tokenizers.BY_KIND, "letters", Letters)
+    letters = Letters.from_tokens(list(SPECIALS) + sorted(set("".join(sentences)) - {" "}))
+    assert letters.unk_id not in letters.encode("chante")
+    model = Transformer(TransformerConfig(len(letters), len(letters), d_model=16, n_heads=2, d_ff=32, n_layers=1))
+    ckpt = load_checkpoint(save_checkpoint(tmp_path / "l.pt", model, letters, letters, data={}))
+    assert type(ckpt.tgt_vocab) is Letters and ckpt.src_vocab is ckpt.tgt_vocab
+    assert ckpt.tgt_vocab.encode("chante") == letters.encode("chante")

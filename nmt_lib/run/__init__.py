@@ -5,6 +5,7 @@ one folder up, generated from the chapters).
 - `cache`: the course's cache folder, atomic saves, the model cache (`cached_fit`).
 - `download`: finding the corpus on disk, and downloading it with a checksum.
 - `device`: the device, the CPU threads and the training precision.
+- `tokenizers`: the tokenizer kinds, chosen in one place (command-line names, checkpoint kinds).
 - `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
 - `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.
 - `guards`: the run lock, Ctrl-C and SIGTERM, the writable-output check, beam memory budgets.

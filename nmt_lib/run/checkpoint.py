@@ -9,7 +9,7 @@ import torch
 
 from nmt_lib.run.cache import atomic_save
 from nmt_lib.run.device import default_device
-from nmt_lib.subword import SubwordVocab
+from nmt_lib.run.tokenizers import BY_KIND
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -38,25 +38,25 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
 
 
 def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
-    """What rebuilds the tokenizers: nothing for words; the SentencePiece model(s) for subwords."""
-    if not isinstance(tgt_vocab, SubwordVocab):
-        return {"kind": "word", "shared": src_vocab is tgt_vocab}
-    return {"kind": "sentencepiece-bpe", "shared": src_vocab is tgt_vocab,
-            "src_model": src_vocab.model_bytes, "tgt_model": tgt_vocab.model_bytes}
+    """What rebuilds the tokenizers: their kind, whether one serves both sides, and each one's `state()`
+    under `src_` and `tgt_` (nothing for words; the SentencePiece model for subwords)."""
+    state = {"kind": tgt_vocab.kind, "shared": src_vocab is tgt_vocab}
+    for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+        state.update({f"{side}_{key}": value for key, value in vocab.state().items()})
+    return state
 
 
-def load_vocabularies(payload: dict, path, words: tuple[Vocab, Vocab]) -> tuple[Vocab, Vocab]:
-    """The checkpoint's (source, target) vocabularies with their tokenizers, one object if they were
-    shared; `words` are its token lists as plain `Vocab`s. `CheckpointError` if unusable."""
+def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
+    """The checkpoint's (source, target) tokenizers, one object if they were shared; `CheckpointError`
+    if unusable."""
     tokenizer = payload.get("tokenizer") or {"kind": "word"}          # checkpoints before chapter 8b: words
     try:
-        if tokenizer.get("kind") == "word":
-            src, tgt = words[0], words[0] if tokenizer.get("shared") else words[1]
-        elif tokenizer.get("kind") == "sentencepiece-bpe":
-            src = SubwordVocab(tokenizer["src_model"])
-            tgt = src if tokenizer.get("shared") else SubwordVocab(tokenizer["tgt_model"])
-        else:
-            raise ValueError(f"unknown tokenizer kind {tokenizer.get('kind')!r}")
+        kind = tokenizer.get("kind")
+        if kind not in BY_KIND:
+            raise ValueError(f"unknown tokenizer kind {kind!r}")
+        side = lambda name: {k[len(name) + 1:]: v for k, v in tokenizer.items() if k.startswith(name + "_")}
+        src = BY_KIND[kind].from_state(list(payload["src_vocab"]), side("src"))
+        tgt = src if tokenizer.get("shared") else BY_KIND[kind].from_state(list(payload["tgt_vocab"]), side("tgt"))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its tokenizer is missing or damaged ({e})") from None
     if src.idx_to_token != list(payload["src_vocab"]) or tgt.idx_to_token != list(payload["tgt_vocab"]):
@@ -103,10 +103,9 @@ def load_checkpoint(path, device=None) -> Checkpoint:
         if isinstance(config, dict) and "fast_dropout" in config:   # a checkpoint from before the switch moved
             config = {k: v for k, v in config.items() if k != "fast_dropout"}   # to the trainer's settings
         cfg = TransformerConfig(**config)
-        words = Vocab.from_tokens(payload["src_vocab"]), Vocab.from_tokens(payload["tgt_vocab"])
     except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{path} has an unusable config or vocabulary: {e}") from None
-    src_vocab, tgt_vocab = load_vocabularies(payload, path, words)
+        raise CheckpointError(f"{path} has an unusable config: {e}") from None
+    src_vocab, tgt_vocab = load_vocabularies(payload, path)
     if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
         raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
                               f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")

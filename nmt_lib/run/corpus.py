@@ -3,17 +3,13 @@ way back from the course's tokens to text."""
 import re
 import sys
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 from nmt_lib.data import NMTData
 from nmt_lib.run.course import setting
 from nmt_lib.run.download import file_sha1, fra_eng_path
-from nmt_lib.subword import SubwordVocab
+from nmt_lib.run.tokenizers import TOKENIZERS, learner
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs
-
-TOKENIZERS = ("word", "bpe")      # the tokenizer kinds of the command line and of checkpoints
-
 
 @dataclass(frozen=True)
 class CorpusSettings:
@@ -25,7 +21,7 @@ class CorpusSettings:
     test_frac: float = setting(0.05, "share of the source sentences held out for the test")
     seed: int = setting(0, "seed of the train/valid/test split", flag="--split-seed")
     tokenizer: str = setting("word", "word: the words seen --min-freq times, the rest <unk>; bpe: subword pieces "
-                             "learned by SentencePiece on the training split (chapter 8b)", choices=TOKENIZERS)
+                             "learned by SentencePiece on the training split (chapter 8b)", choices=tuple(TOKENIZERS))
     vocab_size: int = setting(8000, "pieces in each subword vocabulary (with --tokenizer bpe)")
     shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
                                  "training split (needed by --tie-embeddings)")
@@ -34,7 +30,7 @@ class CorpusSettings:
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
         if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
+            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
         if self.min_freq < 1:
@@ -62,12 +58,6 @@ def resolve_corpus(path=None) -> Path:
 def unify_spaces(text: str) -> str:
     """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it."""
     return " ".join(plain_spaces(text).split())
-
-
-def learner(tokenizer: str, vocab_size: int):
-    """What `NMTData(tokenizer=...)` takes for a tokenizer kind: "word", or SentencePiece's BPE with
-    `vocab_size` pieces (chapter 8b's `SubwordVocab.learn`); `CorpusSettings` has checked the kind."""
-    return {"word": "word", "bpe": partial(SubwordVocab.learn, vocab_size=vocab_size)}[tokenizer]
 
 
 class ParallelCorpus(NMTData):

@@ -5,7 +5,6 @@ from functools import partial
 from nmt_lib.run.corpus import ParallelCorpus, detokenize
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
 from nmt_lib.run.guards import beam_batch_size
-from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import preprocess
 from nmt_lib.unknowns import UNK, replace_unknowns
 
@@ -44,7 +43,7 @@ def count_unknowns(hypotheses) -> int:
 def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
     """Word-level output with each `<unk>` replaced by the source word it attends to most (chapter 8b);
     subword output, which has no `<unk>` to replace, as it is."""
-    if isinstance(ckpt.tgt_vocab, SubwordVocab) or not count_unknowns(hypotheses):
+    if not ckpt.tgt_vocab.writes_unknowns or not count_unknowns(hypotheses):
         return list(hypotheses)
     replaced = replace_unknowns(ckpt.model, [ckpt.src_vocab.split(s) for s in sources],
                                 [h.split() for h in hypotheses], ckpt.src_vocab, ckpt.tgt_vocab)
@@ -72,7 +71,7 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
     metric = sacrebleu.BLEU(lowercase=True)
     unknown = count_unknowns(result.hypotheses)
-    copied = unknown > 0 and not isinstance(ckpt.tgt_vocab, SubwordVocab)
+    copied = unknown > 0 and ckpt.tgt_vocab.writes_unknowns
     hyps = [detokenize(h, french=french) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
     with_unknowns = (metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
