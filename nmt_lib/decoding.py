@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 
 from nmt_lib.metrics import corpus_bleu
-from nmt_lib.seq2seq import eval_mode, model_device
+from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.text import Vocab, preprocess
 
 

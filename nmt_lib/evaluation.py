@@ -11,7 +11,7 @@ import torch
 
 from nmt_lib.decoding import beam_step, prefer_greedy
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
-from nmt_lib.seq2seq import eval_mode, model_device
+from nmt_lib.model_helpers import eval_mode, model_device
 
 
 def bleu_by_length(result, edges=(1, 4, 5, 6, 7, 100)) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from nmt_lib.attention import causal_mask
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.run.course import setting
-from nmt_lib.seq2seq import eval_mode, model_device
+from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.transformer import PositionWiseFFN, Residual, cached_self_attention, check_sizes
 
 

@@ -20,7 +20,7 @@ from nmt_lib.recipes import paper_adam
 from nmt_lib.run.cache import cached_fit
 from nmt_lib.run.course import pick
 from nmt_lib.run.device import default_device
-from nmt_lib.seq2seq import eval_mode, model_device, num_parameters
+from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 
 
 def sentence_stream(sentences, vocab) -> torch.Tensor:

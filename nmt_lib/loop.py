@@ -15,7 +15,8 @@ from torch import nn
 from tqdm import tqdm
 from tqdm.auto import tqdm as auto_tqdm
 
-from nmt_lib.seq2seq import eval_mode, masked_cross_entropy, model_device
+from nmt_lib.model_helpers import eval_mode, model_device
+from nmt_lib.seq2seq import masked_cross_entropy
 
 
 class TrainingDiverged(FloatingPointError):

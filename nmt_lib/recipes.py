@@ -16,7 +16,8 @@ from nmt_lib.run.cache import cached_fit
 from nmt_lib.data import NMTData
 from nmt_lib.run.device import default_device
 from nmt_lib.loop import train
-from nmt_lib.seq2seq import make_rnn, num_parameters, xavier_init
+from nmt_lib.model_helpers import num_parameters
+from nmt_lib.seq2seq import make_rnn, xavier_init
 
 
 def chapter_data():

@@ -5,8 +5,6 @@
 Shapes: B batch, S source length, T target length, E embedding width, D hidden width,
 L layers, V vocabulary size.
 """
-from contextlib import contextmanager
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -32,22 +30,6 @@ class EncoderDecoder(nn.Module):
     def forward(self, src, src_len, tgt_in):
         """Teacher-forced logits (B, T, V) for a whole target batch."""
         return self.step(tgt_in, self.encode(src, src_len))[0]
-
-
-@contextmanager
-def eval_mode(model: nn.Module):
-    """Evaluation mode inside the `with` block (no dropout), and the caller's mode again after it."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Where the model's parameters are (the CPU for a model without any): inputs go there."""
-    return next(model.parameters(), torch.empty(0)).device
 
 
 class GRUEncoder(nn.Module):
@@ -146,10 +128,6 @@ def xavier_init(model: nn.Module) -> nn.Module:
                 if name.startswith("weight"):
                     nn.init.xavier_uniform_(param)
     return model
-
-
-def num_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 def masked_cross_entropy(logits, tgt_out, pad_id: int, *, label_smoothing: float = 0.0):

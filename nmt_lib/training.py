@@ -17,7 +17,7 @@ from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.checkpoint import save_checkpoint
 from nmt_lib.run.course import setting
-from nmt_lib.seq2seq import model_device
+from nmt_lib.model_helpers import model_device
 
 
 def noam_lr(step: int, *, d_model: int, warmup: int, factor: float = 1.0) -> float:

@@ -16,7 +16,8 @@ from nmt_lib.attention import causal_mask, lens_to_mask
 from nmt_lib.run.course import setting
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
-from nmt_lib.seq2seq import EncoderDecoder, eval_mode
+from nmt_lib.model_helpers import eval_mode
+from nmt_lib.seq2seq import EncoderDecoder
 
 
 def check_sizes(cfg, names):

@@ -5,7 +5,7 @@ word that the decoder's cross-attention weighs most at that step."""
 import torch
 
 from nmt_lib.data import truncate_pad
-from nmt_lib.seq2seq import model_device
+from nmt_lib.model_helpers import model_device
 from nmt_lib.text import SPECIALS, Vocab
 
 UNK = SPECIALS[3]

@@ -17,7 +17,7 @@ import torch
 from nmt_lib.decoding import greedy_decode
 from nmt_lib.evaluation import beam_trace, trace_path
 from nmt_lib.plot import show_heatmaps
-from nmt_lib.seq2seq import model_device
+from nmt_lib.model_helpers import model_device
 from nmt_lib.text import preprocess
 
 KINDS = {"cross-attention": ("cross", "keys (English)", "queries (French input)"),

@@ -10,8 +10,8 @@ from nmt_lib import loop
 from nmt_lib.data import TranslationDataset, make_loader
 from nmt_lib.decoding import cut_at_eos, evaluate_bleu, greedy_decode, translate
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar, train
-from nmt_lib.seq2seq import (BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, eval_mode, masked_cross_entropy,
-                             model_device, xavier_init)
+from nmt_lib.model_helpers import eval_mode, model_device
+from nmt_lib.seq2seq import BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, masked_cross_entropy, xavier_init
 from nmt_lib.text import Vocab
 
 PAIRS = [("i am here .", "je suis là ."), ("go !", "va !"), ("i am cold .", "j'ai froid ."),

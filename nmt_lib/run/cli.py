@@ -20,7 +20,7 @@ from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_loc
 from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
-from nmt_lib.seq2seq import num_parameters
+from nmt_lib.model_helpers import num_parameters
 from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.transformer import Transformer, TransformerConfig
 

@@ -22,7 +22,7 @@ from nmt_lib.run.checkpoint import save_checkpoint
 from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
-from nmt_lib.seq2seq import model_device
+from nmt_lib.model_helpers import model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, new_progress, noam_lr,
                               noam_schedule, record_update, update_groups)
 
