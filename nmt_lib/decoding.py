@@ -15,6 +15,8 @@ from nmt_lib.metrics import corpus_bleu
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.text import Vocab, preprocess
 
+MAX_LEN = 50    # the most tokens any decoding of the course writes for one sentence, unless told otherwise
+
 
 class Decoded(NamedTuple):
     tokens: list    # per sentence: generated ids, without <bos> and <eos>
@@ -27,7 +29,7 @@ def cut_at_eos(seq: list, eos_id: int) -> tuple[list, bool]:
 
 
 @torch.no_grad()
-def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = 50,
+def greedy_decode(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = MAX_LEN,
                   need_weights: bool = False) -> Decoded:
     """Batched greedy decoding: each sentence stops at its first `<eos>` or after `max_len` tokens.
 
@@ -86,7 +88,7 @@ def encode_sentences(sentences, src_vocab: Vocab, *, max_src_len: int | None = N
     return token_lists, [src_vocab[t] + [src_vocab.eos_id] for t in token_lists]
 
 
-def translate(model, sentences, src_vocab: Vocab, tgt_vocab: Vocab, *, max_len: int = 50,
+def translate(model, sentences, src_vocab: Vocab, tgt_vocab: Vocab, *, max_len: int = MAX_LEN,
               max_src_len: int | None = 100, batch_size: int = 128, search=greedy_decode) -> list[str]:
     """Translate raw English sentences to French (tokens joined by spaces), in input order.
 
@@ -132,7 +134,7 @@ def evaluate_bleu(model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, *, limit: in
 
 # ---- from notebooks/07_transformer.ipynb ----
 @torch.no_grad()
-def greedy_decode_nocache(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = 50) -> Decoded:
+def greedy_decode_nocache(model, src, src_len, *, bos_id: int, eos_id: int, max_len: int = MAX_LEN) -> Decoded:
     """Greedy decoding that re-runs the decoder on the whole prefix at each step (no cache)."""
     prefix = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -182,7 +184,7 @@ def beam_step(scores, logp, finished, eos_id: int):
 
 
 @torch.no_grad()
-def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
+def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = MAX_LEN,
                 alpha: float = 1.0) -> Decoded:
     """Batched beam search with length normalisation; returns the best hypothesis per sentence.
 

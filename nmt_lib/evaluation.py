@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nmt_lib.decoding import beam_step, prefer_greedy
+from nmt_lib.decoding import MAX_LEN, beam_step, prefer_greedy
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
 from nmt_lib.model_helpers import eval_mode, model_device
 
@@ -52,7 +52,7 @@ def trace_path(nodes, i) -> list:
 
 
 @torch.no_grad()
-def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, max_len: int = 30,
+def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, max_len: int = MAX_LEN,
                alpha: float = 1.0, show: int = 2):
     """Beam search on one sentence (`src_ids`, ending in <eos>), keeping the search tree.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import torch
 
-from nmt_lib.decoding import greedy_decode
+from nmt_lib.decoding import MAX_LEN, greedy_decode
 from nmt_lib.evaluation import beam_trace, trace_path
 from nmt_lib.plot import show_heatmaps
 from nmt_lib.model_helpers import model_device
@@ -38,7 +38,7 @@ class Exploration:
     hypotheses: list = field(default_factory=list)   # beam search: (translation, log p, score), best first
 
 
-def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha: float = 1.0, max_len: int = 30,
+def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha: float = 1.0, max_len: int = MAX_LEN,
             max_src_len: int = 100) -> Exploration:
     """Translate `text` greedily (`beam_size` 1) or with beam search, and collect every attention map.
 
@@ -127,7 +127,7 @@ class TranslatorApp:
     """An ipywidgets app: type a sentence, translate it, and explore its attention (see `explore`).
     Display it with `app.widget` (or just `app` as the last line of a cell)."""
 
-    def __init__(self, model, src_vocab, tgt_vocab, *, example: str = "", max_len: int = 30):
+    def __init__(self, model, src_vocab, tgt_vocab, *, example: str = "", max_len: int = MAX_LEN):
         import ipywidgets as w                    # only the app needs ipywidgets
 
         self.model, self.src_vocab, self.tgt_vocab, self.max_len = model, src_vocab, tgt_vocab, max_len

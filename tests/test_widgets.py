@@ -24,7 +24,7 @@ def tiny():
 def test_explore_translates_and_returns_every_map(tiny):
     model, src, tgt = tiny
     exp = explore(model, src, tgt, "We are in the house.")
-    assert exp.translation == translate(model, ["We are in the house."], src, tgt, max_len=30)[0]
+    assert exp.translation == translate(model, ["We are in the house."], src, tgt)[0]      # the same max_len
     assert exp.src_tokens == ["we", "are", "in", "the", "house", ".", "<eos>"]
     assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (len(exp.tgt_tokens) - 1, len(exp.tgt_tokens))
     S, T = len(exp.src_tokens), len(exp.tgt_tokens)

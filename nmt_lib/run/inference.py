@@ -10,13 +10,17 @@ from nmt_lib.unknowns import UNK, replace_unknowns
 
 MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
 
+# The command line decodes the whole corpus, whose sentences run longer than the chapters' short ones:
+# it lets a translation run to 80 tokens where the chapters stop at decoding's MAX_LEN (50).
+MAX_OUTPUT = 80
+
 
 def search_for(beam: int):
     """Greedy decoding for beam 1, else beam search with `beam` hypotheses."""
     return greedy_decode if beam == 1 else partial(beam_search, beam_size=beam)
 
 
-def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = 80,
+def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = MAX_OUTPUT,
                     tokenized: bool = False, memory_budget: float = MEMORY_BUDGET) -> list[str]:
     """Raw sentences -> translations, one per input line (empty lines stay empty). Beam search decodes
     as many lines together as `memory_budget` (MB) allows."""
@@ -63,9 +67,9 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
         raise ValueError(f"the {split} split of {corpus.path} is empty ({split}_frac="
                          f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
     if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=80, budget_mb=memory_budget, wanted=batch_size)
+        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=MAX_OUTPUT, budget_mb=memory_budget, wanted=batch_size)
     result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
-                           max_len=80, batch_size=batch_size, search=search_for(beam))
+                           max_len=MAX_OUTPUT, batch_size=batch_size, search=search_for(beam))
     french = corpus.settings["french_spacing"]
     refs = [corpus.raw_refs[s] for s in result.sources]
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
