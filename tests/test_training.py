@@ -522,3 +522,22 @@ def test_translate_into_a_closed_pipe_and_over_long_lines_stay_quiet(tmp_path, d
                                    "tokens were cut to their first 100 tokens")
     huge = cli_run("translate", "--checkpoint", out, "--beam", 100_000, stdin="I am tired.\n")
     assert huge.returncode == 1 and "--memory-budget" in huge.stderr and huge.stderr.count("\n") == 1
+
+
+def test_a_resumed_run_keeps_its_own_dropout_even_from_a_checkpoint_before_the_switch_moved():
+    lesson = dict(epochs=2, warmup=3)
+    old_fast = {"train": lesson, "config": {"d_model": 16, "fast_dropout": True}}
+    old_plain = {"train": lesson, "config": {"d_model": 16, "fast_dropout": False}}
+    new = {"train": {**lesson, "fast_dropout": False}, "config": {"d_model": 16}}
+    assert cli.saved_settings(old_fast)["fast_dropout"] is True
+    assert cli.saved_settings(old_plain)["fast_dropout"] is False
+    assert cli.saved_settings(new)["fast_dropout"] is False and cli.saved_settings(new)["loss"] == "sliced"
+
+
+def test_a_damaged_target_vocabulary_is_a_checkpoint_error_even_when_shared(tmp_path, de_corpus):
+    path, _ = saved(tmp_path, de_corpus)
+    payload = torch.load(path, weights_only=True)
+    for damage in (None, 3):
+        torch.save({**payload, "tgt_vocab": damage, "tokenizer": {"kind": "word", "shared": True}}, tmp_path / "d.pt")
+        with pytest.raises(CheckpointError, match="tokenizer is missing or damaged"):
+            load_checkpoint(tmp_path / "d.pt")

@@ -55,11 +55,12 @@ def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
         if kind not in BY_KIND:
             raise ValueError(f"unknown tokenizer kind {kind!r}")
         side = lambda name: {k[len(name) + 1:]: v for k, v in tokenizer.items() if k.startswith(name + "_")}
-        src = BY_KIND[kind].from_state(list(payload["src_vocab"]), side("src"))
-        tgt = src if tokenizer.get("shared") else BY_KIND[kind].from_state(list(payload["tgt_vocab"]), side("tgt"))
+        src_tokens, tgt_tokens = list(payload["src_vocab"]), list(payload["tgt_vocab"])
+        src = BY_KIND[kind].from_state(src_tokens, side("src"))
+        tgt = src if tokenizer.get("shared") else BY_KIND[kind].from_state(tgt_tokens, side("tgt"))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its tokenizer is missing or damaged ({e})") from None
-    if src.idx_to_token != list(payload["src_vocab"]) or tgt.idx_to_token != list(payload["tgt_vocab"]):
+    if src.idx_to_token != src_tokens or tgt.idx_to_token != tgt_tokens:
         raise CheckpointError(f"{path}: its tokenizer does not match its vocabulary (damaged?)")
     return src, tgt
 

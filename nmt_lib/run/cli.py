@@ -155,6 +155,16 @@ def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, de
     return settings, corpus, model.to(device)          # initialised on the CPU: the same weights on any device
 
 
+def saved_settings(resume: dict) -> dict:
+    """A run's own training settings, from its checkpoint's payload, over the tools' defaults. A checkpoint
+    written before `fast_dropout` became a training setting keeps it in its model config."""
+    train = dict(resume["train"])
+    if "fast_dropout" not in train:
+        train["fast_dropout"] = bool(resume["config"].get("fast_dropout", False))
+    names = {f.name for f in fields(RunSettings)}
+    return {k: v for k, v in {**FAST, **train}.items() if k in names}
+
+
 def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only RESUMABLE may)."""
     differ = []
@@ -187,7 +197,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         resume = ckpt.payload
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
             raise CheckpointError(f"{out} holds no training state to resume from")
-        saved = {k: v for k, v in {**FAST, **resume["train"]}.items() if k in {f.name for f in fields(RunSettings)}}
+        saved = saved_settings(resume)
         differ = resume_differences(args, resume, saved)
         if differ:
             raise ValueError("--resume goes on with the run as it started, but these options differ from it: "

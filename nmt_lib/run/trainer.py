@@ -90,7 +90,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     if resume is not None:          # after building the schedule, which sets the rates that loading restores
         progress = restore(progress, resume, optimizer, schedule, settings, model.cfg.d_model)
     if progress["rng"] is not None:
-        torch.set_rng_state(progress["rng"])
+        torch.set_rng_state(progress["rng"].cpu())         # the checkpoint may have been loaded onto a GPU
     if world > 1:
         seed_rank(settings.seed, progress["step"], rank)     # each rank its own dropout masks
     loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
