@@ -62,7 +62,7 @@ def beam_trace(model, src_ids, *, bos_id: int, eos_id: int, beam_size: int = 3, 
     one dict per hypothesis: `step`, `parent` (index into nodes; None for <bos>), `token`, `logp` (sum
     of log-probabilities so far), `kept` (in the beam after its step), `final` and `score` (in the beam
     at the end, and its logp / length**alpha, by which the best is chosen) and, on the path of the
-    returned hypothesis, `best`. Besides the kept ones, each live beam records its `show` best next tokens.
+    beam's winner, `best` (what is returned, unless the greedy translation scored higher). Besides the kept ones, each live beam records its `show` best next tokens.
     """
     device = model_device(model)
     src, src_len = torch.tensor([src_ids], device=device), torch.tensor([len(src_ids)], device=device)

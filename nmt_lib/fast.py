@@ -54,7 +54,7 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
     for module in list(model.modules()):
         for name, child in module.named_children():
             if type(child) is nn.Dropout:
-                setattr(module, name, FastDropout(child.p))
+                setattr(module, name, FastDropout(child.p).train(child.training))   # same mode
     return model
 
 

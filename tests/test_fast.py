@@ -144,3 +144,10 @@ def test_token_features_are_the_decoder_outputs_at_the_real_positions():
     features = token_features(model, src, src_len, tgt, keep)
     assert features.shape == (int(keep.sum()), 32)
     torch.testing.assert_close(model.decoder.dense(features), model(src, src_len, tgt)[keep])
+
+
+def test_use_fast_dropout_keeps_each_layers_mode():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)).eval()
+    use_fast_dropout(model)
+    x = torch.ones(4, 3)
+    assert not model[1].training and torch.equal(model(x), model[0](x))     # still evaluation: no dropout
