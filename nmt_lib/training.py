@@ -106,6 +106,20 @@ def apply_update(params, optimizer, schedule, tokens: int, clip: float | None, *
     optimizer.zero_grad(set_to_none=True)
 
 
+def token_loaders(data, settings: TrainSettings) -> tuple:
+    """The train loader (micro-batches of up to `max_tokens` padded positions, in an order drawn from
+    `seed`) and the validation loader."""
+    size = dict(batch_size=max(1, settings.max_tokens // 2), max_tokens=settings.max_tokens)
+    return data.loader("train", seed=settings.seed, **size), data.loader("valid", **size)
+
+
+def epoch_batches(loader, epoch: int) -> tuple[list, list[int]]:
+    """An epoch's micro-batches (lists of example indices), and the target tokens (+ <eos>) of each."""
+    loader.batch_sampler.set_epoch(epoch)
+    batches = list(loader.batch_sampler)
+    return batches, [sum(len(loader.dataset[i][1]) + 1 for i in b) for b in batches]
+
+
 def new_progress() -> dict:
     """Where a run stands: updates done, current epoch and micro-batch, and its history."""
     return {"step": 0, "epoch": 1, "batch": 0, "seconds": 0.0, "rng": None,
@@ -150,14 +164,11 @@ def fit(model, data, settings: TrainSettings, *, checkpoint=None, save_kwargs: d
     optimizer = paper_adam(params, lr=settings.lr_factor)
     schedule = noam_schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
     progress, start = new_progress(), time.perf_counter()
-    size = dict(batch_size=max(1, settings.max_tokens // 2), max_tokens=settings.max_tokens)
-    loader, valid = data.loader("train", seed=settings.seed, **size), data.loader("valid", **size)
-    dataset, sampler, collate = loader.dataset, loader.batch_sampler, loader.collate_fn
+    loader, valid = token_loaders(data, settings)
+    dataset, collate = loader.dataset, loader.collate_fn
     model.train()
     for epoch in range(1, settings.epochs + 1):
-        sampler.set_epoch(epoch)
-        batches = list(sampler)                                     # this epoch's micro-batches
-        tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]      # target tokens + <eos>
+        batches, tokens = epoch_batches(loader, epoch)
         optimizer.zero_grad(set_to_none=True)
         with progress_bar(len(batches), f"epoch {epoch}/{settings.epochs}", report, unit="batch") as bar:
             for first, end in update_groups(tokens, settings.tokens_per_update):

@@ -11,6 +11,7 @@ from nmt_lib.run.download import file_sha1, fra_eng_path
 from nmt_lib.run.tokenizers import TOKENIZERS, learner
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs
 
+
 @dataclass(frozen=True)
 class CorpusSettings:
     path: str | None = setting(None, "corpus file (source<TAB>target), or a folder with fra-eng/fra.txt "

@@ -23,8 +23,8 @@ from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
 from nmt_lib.model_helpers import model_device
-from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, new_progress, noam_lr,
-                              noam_schedule, record_update, update_groups)
+from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
+                              noam_lr, noam_schedule, record_update, token_loaders, update_groups)
 
 
 @dataclass
@@ -95,9 +95,8 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
         seed_rank(settings.seed, progress["step"], rank)     # each rank its own dropout masks
     loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
     objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
-    size = dict(batch_size=max(1, settings.max_tokens // 2), max_tokens=settings.max_tokens)
-    loader, valid = data.loader("train", seed=settings.seed, **size), data.loader("valid", **size)
-    dataset, sampler, collate = loader.dataset, loader.batch_sampler, loader.collate_fn
+    loader, valid = token_loaders(data, settings)
+    dataset, collate = loader.dataset, loader.collate_fn
     start, tokens_seen, spent_before = time.perf_counter(), 0, progress["seconds"]
 
     def save():
@@ -126,9 +125,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     model.train()
     stopping = stop_reason()
     while progress["epoch"] <= settings.epochs and stopping is None:
-        sampler.set_epoch(progress["epoch"])
-        batches = list(sampler)
-        tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]      # target tokens + <eos>
+        batches, tokens = epoch_batches(loader, progress["epoch"])
         optimizer.zero_grad(set_to_none=True)
         with progress_bar(len(batches), f"epoch {progress['epoch']}/{settings.epochs}", report,
                           initial=progress["batch"], unit="batch") as bar:
