@@ -8,8 +8,11 @@ one folder up, generated from the chapters).
 - `tokenizers`: the tokenizer kinds, chosen in one place (command-line names, checkpoint kinds).
 - `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
 - `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.
-- `guards`: the run lock, Ctrl-C and SIGTERM, the writable-output check, beam memory budgets.
+- `sizes`: a Transformer's parameters and memory from its config, and the tools' ceiling.
+- `guards`: the run lock, Ctrl-C, SIGTERM and SIGHUP, the writable-output check, beam memory budgets.
 - `trainer`: chapter 9's `fit` for long runs: resuming, precision, chapter 10's speed-ups, torchrun.
-- `inference`: translating lines and scoring a held-out split with a checkpoint.
+- `inference`: translating lines as they arrive and scoring a held-out split with a checkpoint.
+- `options`: command-line options built from the settings dataclasses.
+- `stdio`: standard input in batches as it arrives, standard output that fails in one line.
 - `cli`: `python -m nmt_lib train|translate|evaluate`.
 """

@@ -3,9 +3,12 @@
 Tooling, not a lesson: chapters that train a model call `cached_fit`, so that a later chapter can load
 the weights instead of training again; the command line writes checkpoints with `atomic_save`.
 """
+import errno
 import hashlib
 import json
 import os
+import re
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -29,8 +32,22 @@ def cache_dir() -> Path:
     return cache_home() / "models"
 
 
+class SaveError(OSError):
+    """A file could not be written (a full disk, a lost folder); the file it would have replaced is intact."""
+
+
+def temporary_files(path) -> list[Path]:
+    """The temporary files `atomic_save` makes for `path` (a killed process may leave them): exactly those,
+    not a longer name's (`X.pt.bak`'s temporaries start like `X.pt`'s)."""
+    path = Path(path)
+    own = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")     # tempfile's 8 random characters
+    return [p for p in path.parent.glob(f".{path.name}.*.tmp") if own.fullmatch(p.name)]
+
+
 def atomic_save(obj, path) -> Path:
-    """`torch.save(obj)` to `path` all at once: a temporary file beside it, then a rename over it."""
+    """`torch.save(obj)` to `path` all at once: a temporary file beside it, then a rename over it.
+
+    A write that fails (a full disk) raises `SaveError` in one line; `path` is then left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as f:
@@ -41,9 +58,22 @@ def atomic_save(obj, path) -> Path:
         os.chmod(tmp, 0o666 & ~umask)        # as open() would create it, not the temporary file's 0600
         torch.save(obj, tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:     # torch.save reports a failed write as a RuntimeError
+        full = getattr(e, "errno", None) == errno.ENOSPC or disk_is_full(path.parent)
+        reason = "the disk is full" if full else (getattr(e, "strerror", None) or str(e).strip().splitlines()[0])
+        what = "the previous one is kept" if path.exists() else "nothing was written"
+        raise SaveError(f"could not write {path}: {reason}; {what}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def disk_is_full(folder, margin: int = 2 ** 20) -> bool:
+    """Whether the file system holding `folder` has less than `margin` bytes free."""
+    try:
+        return shutil.disk_usage(folder).free < margin
+    except OSError:
+        return False
 
 
 def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):

@@ -1,6 +1,7 @@
 """Checkpoints: one file with everything needed to translate with, evaluate or resume a Transformer,
 written all at once (`nmt_lib.run.cache.atomic_save`) and read without running any code."""
 import pickle
+import re
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
@@ -8,7 +9,9 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run.cache import atomic_save
+from nmt_lib.run.corpus import CorpusSettings
 from nmt_lib.run.device import default_device
+from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -18,22 +21,26 @@ PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,
               "space_before": PUNCTUATION, "odd_spaces": sorted(ODD_SPACES)}
 
 
+SUBWORD_PIECE = re.compile(r"\u2581|<0x[0-9A-F]{2}>$")   # SentencePiece's word start, its byte pieces
+
+
 class CheckpointError(ValueError):
     """A checkpoint file is missing, truncated, corrupt, or does not fit the code."""
 
 
 def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, *, data: dict, train=None,
-                    progress: dict | None = None, optimizer=None, schedule=None) -> Path:
+                    progress: dict | None = None, optimizer=None, schedule=None, scaler=None) -> Path:
     """Write everything needed to translate with, or resume, `model` into one file, atomically.
 
-    `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler."""
+    `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler; `scaler` the fp16 loss
+    scaler (its scale and growth tracker), if it has one."""
     state = lambda obj: obj.state_dict() if obj is not None else None
     return atomic_save({
         "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
         "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
         "data": dict(data), "preprocess": PREPROCESS, "train": asdict(train) if train is not None else None,
-        "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule),
+        "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
     }, path)
 
 
@@ -49,7 +56,13 @@ def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
 def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
     """The checkpoint's (source, target) tokenizers, one object if they were shared; `CheckpointError`
     if unusable."""
-    tokenizer = payload.get("tokenizer") or {"kind": "word"}          # checkpoints before chapter 8b: words
+    tokenizer = payload.get("tokenizer")
+    if tokenizer is None:                                            # checkpoints before chapter 8b: words
+        pieces = [t for t in payload["tgt_vocab"] if isinstance(t, str) and SUBWORD_PIECE.match(t)]
+        if pieces:
+            raise CheckpointError(f"{path} has no tokenizer entry, yet its vocabulary holds subword pieces "
+                                  f"({', '.join(pieces[:2])}): the SentencePiece model that reads them is missing")
+        tokenizer = {"kind": "word"}
     try:
         kind = tokenizer.get("kind")
         if kind not in BY_KIND:
@@ -76,43 +89,65 @@ class Checkpoint:
         return (self.payload.get("progress") or {}).get("step", 0)
 
 
-def load_checkpoint(path, device=None) -> Checkpoint:
-    """Read a checkpoint safely (`weights_only=True`) onto `device` (default: `default_device()`, which
-    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong."""
-    path = Path(path)
-    device = default_device() if device is None else device
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found")
+def read_payload(path: Path, device):
+    """`torch.load` of a file `torch.save` wrote, after checking the archive: stored entries only (it never
+    compresses), whose declared sizes fit in the file, so that reading it takes no more memory than the
+    file's size (a small crafted archive could otherwise inflate to gigabytes)."""
     try:
-        payload = torch.load(path, map_location=device, weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
-        if "Unsupported global" in str(e):   # objects that only full unpickling could rebuild
-            raise CheckpointError(f"{path} holds Python objects besides tensors and plain containers; the course "
-                                  "does not load such a file, because loading it could run code") from None
-        first = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
-                              f"torch.save): {first}") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise CheckpointError(f"{path} is not a course checkpoint: format {found!r}, "
-                              f"expected {CHECKPOINT_FORMAT!r}")
-    missing = [k for k in ("config", "state_dict", "src_vocab", "tgt_vocab", "data") if k not in payload]
-    if missing:
-        raise CheckpointError(f"{path} lacks {', '.join(missing)}")
+                              f"torch.save): {e}") from None
+    if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
+        raise CheckpointError(f"{path} holds compressed entries, which torch.save never writes: not a course "
+                              "checkpoint (it is not read, since it could inflate to any size)")
+    if sum(e.file_size for e in entries) > path.stat().st_size:
+        raise CheckpointError(f"{path} declares more data than the file holds: truncated or crafted")
     try:
-        config = payload["config"]
-        if isinstance(config, dict) and "fast_dropout" in config:   # a checkpoint from before the switch moved
-            config = {k: v for k, v in config.items() if k != "fast_dropout"}   # to the trainer's settings
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:        # objects that only full unpickling could rebuild
+        if "weights only" in str(e).lower() or "global" in str(e).lower():
+            raise CheckpointError(f"{path} is not a safe checkpoint: it holds Python objects besides tensors and "
+                                  "plain containers, and loading it could run code, so the course does not") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt): {first_line(e)}") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError) as e:
+        raise CheckpointError(f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
+                              f"torch.save): {first_line(e)}") from None
+
+
+def first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0].split(". ")[0] if text else type(e).__name__
+
+
+def check_config(config, path) -> TransformerConfig:
+    """The checkpoint's model config, its types checked field by field and its size by arithmetic."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} has an unusable config: a {type(config).__name__}, not a mapping")
+    if "fast_dropout" in config:                # a checkpoint from before the switch moved to the trainer
+        config = {k: v for k, v in config.items() if k != "fast_dropout"}
+    wrong = field_errors(config, TransformerConfig)
+    if wrong:
+        raise CheckpointError(f"{path} has an unusable config: {'; '.join(wrong[:3])}")
+    try:
         cfg = TransformerConfig(**config)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path} has an unusable config: {e}") from None
-    src_vocab, tgt_vocab = load_vocabularies(payload, path)
-    if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
-        raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
-                              f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")
-    state = payload["state_dict"]
+    try:
+        check_model_size(config, training=False, what=f"the model {path} describes")
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+    return cfg
+
+
+def check_weights(state, cfg: TransformerConfig, path):
+    """Dense floating-point tensors with the shapes the config implies, every value finite."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: its state_dict is a {type(state).__name__}, not a mapping of names to tensors")
+    odd = [name for name, t in state.items() if t.layout != torch.strided or not t.is_floating_point()]
+    if odd:
+        raise CheckpointError(f"{path}: its weights must be dense floating-point tensors, unlike {', '.join(odd[:3])}")
     with torch.device("meta"):                 # the shapes the config implies, without allocating any memory
         expected = {name: tuple(t.shape) for name, t in Transformer(cfg).state_dict().items()}
     found = {name: tuple(t.shape) for name, t in state.items()}
@@ -120,6 +155,47 @@ def load_checkpoint(path, device=None) -> Checkpoint:
         wrong = sorted(set(found) ^ set(expected)) or [n for n in expected if found[n] != expected[n]]
         raise CheckpointError(f"{path}: the weights do not fit the model its config describes "
                               f"(e.g. {', '.join(wrong[:3])})")
+    broken = [name for name, t in state.items() if not torch.isfinite(t).all()]
+    if broken:
+        raise CheckpointError(f"{path}: its weights hold NaN or infinite values (e.g. {', '.join(broken[:2])}): "
+                              "the run that wrote it diverged, so it cannot translate")
+
+
+def load_checkpoint(path, device=None) -> Checkpoint:
+    """Read a checkpoint safely (`weights_only=True`) onto `device` (default: `default_device()`, which
+    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong. Every field is checked before
+    the model is built: its types, its size by arithmetic (at most `sizes.MAX_PARAMETERS`), the weights'
+    shapes, and that they are finite."""
+    path = Path(path)
+    device = default_device() if device is None else device
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found")
+    payload = read_payload(path, device)
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path} is not a course checkpoint: format {found!r}, "
+                              f"expected {CHECKPOINT_FORMAT!r}")
+    missing = [k for k in ("config", "state_dict", "src_vocab", "tgt_vocab", "data") if k not in payload]
+    if missing:
+        raise CheckpointError(f"{path} lacks {', '.join(missing)}")
+    cfg = check_config(payload["config"], path)
+    for side in ("src_vocab", "tgt_vocab"):
+        tokens = payload[side]
+        if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+            raise CheckpointError(f"{path}: its {side} must be a list of token strings")
+    data = payload["data"]
+    wrong = ["not a mapping"] if not isinstance(data, dict) else field_errors(
+        {k: v for k, v in data.items() if k != "path"}, CorpusSettings, known_only=True)
+    if isinstance(data, dict) and not isinstance(data.get("path", ""), str):
+        wrong.append(f"path: expected a file name, got {data['path']!r:.40}")
+    if wrong:
+        raise CheckpointError(f"{path}: its data settings are damaged ({'; '.join(wrong[:3])})")
+    src_vocab, tgt_vocab = load_vocabularies(payload, path)
+    if (len(src_vocab), len(tgt_vocab)) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
+        raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
+                              f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")
+    state = payload["state_dict"]
+    check_weights(state, cfg, path)
     model = Transformer(cfg).to(device)
     model.load_state_dict(state)
     return Checkpoint(model.eval(), src_vocab, tgt_vocab, payload)

@@ -5,86 +5,32 @@ import argparse
 import math
 import os
 import sys
-import typing
 import warnings
 from contextlib import nullcontext
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
+from nmt_lib.run.cache import SaveError
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
 from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
+from nmt_lib.run.options import add_settings, given, number, option
+from nmt_lib.run.sizes import check_model_size, field_errors
+from nmt_lib.run.stdio import OutputError, stdin_batches, write_out
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.run.trainer import RunSettings, full_fit
+from nmt_lib.run.trainer import RunSettings, check_progress, full_fit
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
         "precision": "auto"}                                           # and low precision where it is native
+SIZE_HINT = ": check --d-model, --d-ff, --layers and --vocab-size"
 RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "precision")  # a resumed run may change
-
-
-def number(kind, optional: bool = False, minimum=None):
-    """An argparse type: a finite `kind` (int or float), at least `minimum`; 'none' when `optional`."""
-    def parse(text):
-        if optional and text.lower() == "none":
-            return None
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
-                                             f"got {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
-        return value
-    return parse
-
-
-def option(f) -> tuple[list[str], str]:
-    """A setting's option strings and the name it is parsed into."""
-    names = [f.metadata.get("flag", "--" + f.name.replace("_", "-")), *f.metadata.get("aliases", ())]
-    return names, names[0][2:].replace("-", "_")
-
-
-def add_settings(parser, cls, defaults: dict | None = None):
-    """One option per field of `cls` that has a help text (`nmt_lib.run.course.setting`). An option not
-    given stays out of the parsed arguments, so a run can tell what the user asked for; `defaults`
-    shows where the tools differ from the dataclass (chapter 10's switches)."""
-    group = parser.add_argument_group(f"{cls.__name__} (defaults in parentheses)")
-    for f in fields(cls):
-        if "help" not in f.metadata:
-            continue
-        names, dest = option(f)
-        default = (defaults or {}).get(f.name, f.default)
-        shown = "none" if default is None else "on" if default is True else "off" if default is False else default
-        kw = dict(dest=dest, default=argparse.SUPPRESS, help=f"{f.metadata['help']} ({shown})")
-        kinds = typing.get_args(f.type) or (f.type,)                  # int | None -> (int, NoneType)
-        kind = next(k for k in kinds if k is not type(None))
-        if kind is bool:
-            group.add_argument(*names, action=argparse.BooleanOptionalAction, **kw)
-        elif "choices" in f.metadata:
-            group.add_argument(*names, choices=f.metadata["choices"], **kw)
-        elif kind in (int, float):
-            group.add_argument(*names, type=number(kind, type(None) in kinds), metavar="N", **kw)
-        else:
-            group.add_argument(*names, metavar="PATH", **kw)
-
-
-def given(args, cls, defaults: dict | None = None) -> dict:
-    """The fields of `cls` the command line set, over `defaults` (field name -> value)."""
-    out = {f.name: defaults[f.name] for f in fields(cls) if f.name in (defaults or {})}
-    for f in fields(cls):
-        dest = option(f)[1]
-        if hasattr(args, dest):
-            out[f.name] = getattr(args, dest)
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +82,8 @@ def new_settings(args, parser) -> tuple[RunSettings, dict, dict]:
     try:
         settings = RunSettings(**given(args, RunSettings, FAST))
         model_options = given(args, TransformerConfig, FAST)
-        TransformerConfig(1, 1, **model_options)                     # check the sizes before reading the corpus
+        smallest = TransformerConfig(1, 1, **model_options)          # check the sizes before reading the corpus
+        check_model_size(asdict(smallest), training=True, hint=SIZE_HINT)
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
         if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
@@ -150,8 +97,10 @@ def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, de
     """The corpus and a fresh model for a run that starts now."""
     say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
+    cfg = TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options)
+    check_model_size(asdict(cfg), training=True, hint=SIZE_HINT)     # with the vocabularies' real sizes
     torch.manual_seed(settings.seed)
-    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options))
+    model = Transformer(cfg)
     return settings, corpus, model.to(device)          # initialised on the CPU: the same weights on any device
 
 
@@ -197,6 +146,10 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         resume = ckpt.payload
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
             raise CheckpointError(f"{out} holds no training state to resume from")
+        check_progress(resume["progress"])
+        wrong = field_errors(resume["train"], RunSettings) if isinstance(resume["train"], dict) else ["not a mapping"]
+        if wrong:
+            raise CheckpointError(f"{out}: its training settings are damaged ({'; '.join(wrong[:3])})")
         saved = saved_settings(resume)
         differ = resume_differences(args, resume, saved)
         if differ:
@@ -214,6 +167,10 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
         settings, corpus, model = new_run(*fresh, args.device)
+    dropped = corpus.drop_longer_than(model.cfg.max_len)
+    if any(dropped.values()):
+        say(f"left out {dropped['train']:,} training and {dropped['valid']:,} validation pairs longer than "
+            f"the model's {model.cfg.max_len} positions (--max-len)\n")
     dtype = autocast_dtype(settings.precision, args.device)
     rank, world = rank_and_world()
     ranks = f" in each of {world} processes (torchrun)" if world > 1 else ""
@@ -229,47 +186,66 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
     if rank > 0:                                   # rank 0 alone validated and reports
         return 0
-    valid = [v for v in progress["history"]["valid_loss"] if v is not None]
-    held_out = (f"valid loss {valid[-1]:.3f} (perplexity {math.exp(valid[-1]):.2f})" if valid else
-                "not validated: it stopped before an epoch's end" if corpus.splits.valid else "no validation split")
-    print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; {held_out}; checkpoint {out}")
+    write_out(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} min; "
+              f"{held_out_line(progress, bool(corpus.splits.valid))}; checkpoint {out}\n")
     return 0
 
 
+def held_out_line(progress: dict, has_valid: bool) -> str:
+    """The last validation loss, and whether it is the final weights' or an earlier epoch end's."""
+    history = progress["history"]
+    done = [(e, s, v) for e, s, v in zip(history["epoch"], history["epoch_step"], history["valid_loss"])
+            if v is not None]
+    if not has_valid:
+        return "no validation split"
+    if not done:
+        return "not validated: it stopped before an epoch's end"
+    epoch, step, loss = done[-1]
+    line = f"valid loss {loss:.3f} (perplexity {math.exp(loss):.2f})"
+    if step != progress["step"]:
+        line += f" at the end of epoch {epoch} (update {step:,}); the final weights were not validated"
+    return line
+
+
 def translate_command(args, parser) -> int:
+    if sys.stdout is None:
+        raise ValueError("standard output is closed: there is nowhere to write the translations")
     ckpt = load_checkpoint(args.checkpoint, device=args.device)
-    lines = sys.stdin.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for text in translate_lines(ckpt, lines, beam=args.beam, batch_size=args.batch_size, tokenized=args.tokenized,
-                                memory_budget=args.memory_budget):
-        sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    if sys.stdin is None:                          # closed (<&-): nothing to translate
+        return 0
+    warn = lambda message: say(f"{parser.prog} translate: {message}\n")
+    done = 0
+    for lines in stdin_batches(args.batch_size, warn):
+        out = translate_lines(ckpt, lines, beam=args.beam, batch_size=args.batch_size, tokenized=args.tokenized,
+                              memory_budget=args.memory_budget, first=done + 1, warn=warn)
+        write_out("".join(text + "\n" for text in out))     # each batch as soon as it is done
+        done += len(lines)
     return 0
 
 
 def evaluate_command(args, parser) -> int:
+    if sys.stdout is None:
+        raise ValueError("standard output is closed: there is nowhere to write the scores")
     ckpt = load_checkpoint(args.checkpoint, device=args.device)
     r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
                             batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
                             memory_budget=args.memory_budget)
     search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
-    print(f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, {search}")
-    if r["copied"]:
-        print(f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
-              f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
-              f"{r['sacrebleu_with_unknowns']:.2f}")
-    else:
-        print(f"{r['unknown']:,} <unk> in the output")
-    print(r["score_line"])
-    print(f"signature: {r['signature']}")
-    print(f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})")
-    print(f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}")
+    unknown = (f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
+               f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
+               f"{r['sacrebleu_with_unknowns']:.2f}" if r["copied"] else f"{r['unknown']:,} <unk> in the output")
+    write_out("".join(line + "\n" for line in [
+        f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, {search}",
+        unknown, r["score_line"], f"signature: {r['signature']}",
+        f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})",
+        f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}"]))
     return 0
 
 
 def main(argv=None) -> int:
     """Entry point of `python -m nmt_lib`; returns the exit status."""
+    if sys.stderr is None:                         # closed (2>&-): messages go nowhere, but do not fail
+        sys.stderr = open(os.devnull, "w")
     parser = build_parser()
     args = parser.parse_args(argv)
     command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command}[args.command]
@@ -287,7 +263,9 @@ def main(argv=None) -> int:
         warnings.showwarning = lambda message, *rest, **kw: sys.stderr.write(f"{name}: warning: {message}\n")
         try:
             return command(args, parser)
-        except (CheckpointError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged) as e:
+        except (CheckpointError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged, SaveError) as e:
+            if isinstance(e, OutputError):         # nothing more can reach it, at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.stderr.write(f"{name}: error: {e}\n")
             return 1
         except KeyboardInterrupt:

@@ -87,6 +87,9 @@ class ParallelCorpus(NMTData):
 
         A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split could hold
         sentences the model was trained on."""
+        if path is None and not settings.get("path"):
+            raise FileNotFoundError("the checkpoint does not say which corpus the model was trained on; pass "
+                                    "--data to name it")
         if path is None and not Path(settings["path"]).exists():
             raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
                                     "more; pass --data to say where it is now")
@@ -105,6 +108,18 @@ class ParallelCorpus(NMTData):
     def use_vocabularies(self, src_vocab: Vocab, tgt_vocab: Vocab) -> "ParallelCorpus":
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         return self
+
+    def drop_longer_than(self, max_len: int) -> dict:
+        """Leave out of the train and valid splits every pair whose source or target, with its `<eos>` or
+        `<bos>`, needs more than `max_len` positions (the model could not read it, and the run would fail
+        at its batch, and again at every resume). Returns the number dropped from each split."""
+        fits = lambda s, t: max(len(self.src_vocab.encode(s)), len(self.tgt_vocab.encode(t))) + 1 <= max_len
+        kept = {split: [pair for pair in getattr(self.splits, split) if fits(*pair)] for split in ("train", "valid")}
+        dropped = {split: len(getattr(self.splits, split)) - len(pairs) for split, pairs in kept.items()}
+        if kept["train"] == [] and self.splits.train:
+            raise ValueError(f"every training pair is longer than max_len={max_len} positions: raise --max-len")
+        self.splits = self.splits._replace(**kept)
+        return dropped
 
 
 def french_spacing(targets) -> bool:

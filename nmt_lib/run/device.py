@@ -61,8 +61,16 @@ def use_threads(threads: int | None = None) -> int:
     if threads is not None:
         if int(threads) < 1:
             raise DeviceError(f"the number of threads must be at least 1, not {threads}")
+        if int(threads) > max_threads():       # OpenMP aborts the process when it cannot start them all
+            raise DeviceError(f"{threads:,} threads are far more than this machine's {os.cpu_count()} CPUs; "
+                              f"use at most {max_threads()}")
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
+
+
+def max_threads() -> int:
+    """The most CPU threads the course lets PyTorch start: four per CPU (more only wait for each other)."""
+    return 4 * (os.cpu_count() or 1)
 
 
 def describe_device(device=None) -> str:

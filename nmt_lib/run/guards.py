@@ -1,24 +1,34 @@
 """What keeps a long run from losing work or memory: the checkpoint's folder is checked before anything
-is read, one run per checkpoint holds a lock, Ctrl-C or SIGTERM stops training cleanly with a checkpoint,
+is read, one run per checkpoint holds a lock, Ctrl-C, SIGTERM or SIGHUP stops training cleanly with a checkpoint,
 and beam search decodes only as many sentences at once as a memory budget allows."""
+import errno
 import fcntl
 import os
 import signal
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from nmt_lib.run.cache import temporary_files
 from nmt_lib.run.checkpoint import CheckpointError
 
-EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}    # 128 + the signal's number, as shells report a killed program
+EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}    # 128 + the signal's number, as shells report a killed program
 
 
 def check_writable(path) -> Path:
-    """Fail now, not at the first checkpoint, if `path` cannot be written: the folder is made if it is
-    missing, and a probe file is created and removed in it."""
-    path = Path(path)
+    """The checkpoint file `path` names, with symbolic links resolved (the lock and the write then go to
+    the file itself). Fails now, not at the first checkpoint, if it cannot be written: the folder is made
+    if it is missing, and a probe file is created and removed in it."""
+    if str(path).endswith(("/", os.sep)):
+        raise CheckpointError(f"--out {path} ends with a slash, which names a folder; give a file name, "
+                              f"e.g. {Path(path) / 'model.pt'}")
+    path = Path(path).expanduser().resolve()
     if path.is_dir():
         raise CheckpointError(f"the checkpoint {path} is a folder; give a file name, e.g. {path / 'model.pt'}")
+    if path.exists() and not path.is_file():
+        raise CheckpointError(f"the checkpoint {path} exists and is not a regular file (a device or a pipe); "
+                              "give a file name")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise CheckpointError(f"cannot write the checkpoint {path}: {blocker} is a file, not a folder")
@@ -31,15 +41,33 @@ def check_writable(path) -> Path:
     return path
 
 
+def open_lock_file(lock: Path) -> int:
+    """The lock file's descriptor: never through a symbolic link, and only a plain file of our own (a
+    link planted in its place would otherwise have the pid written into the file it points to)."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise CheckpointError(f"the lock file {lock} is a symbolic link, which the course never makes; "
+                                  "remove it and start again") from None
+        raise CheckpointError(f"cannot open the lock file {lock}: {e.strerror or e}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise CheckpointError(f"the lock file {lock} is not a plain file of its own (a device, a pipe or a "
+                              "hard link), which the course never makes; remove it and start again")
+    return fd
+
+
 @contextmanager
 def run_lock(path):
     """Hold an exclusive lock for the run that writes `path`: a lock file beside it, holding our pid.
 
     A second run on the same checkpoint stops with the first run's pid. The operating system releases
     the lock of a process that dies, so a lock left by a killed run is simply taken over, and the
-    temporary files such a run left half-written are removed."""
+    temporary files such a run left half-written for `path` (and for no other file) are removed."""
     path = Path(path)
-    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path.with_name(f".{path.name}.lock"))
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -49,7 +77,7 @@ def run_lock(path):
                                   f"finish, or choose another --out") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        for left in path.parent.glob(f".{path.name}.*.tmp"):    # half-written by a run that was killed
+        for left in temporary_files(path):      # half-written by a run on this very file that was killed
             left.unlink(missing_ok=True)
         yield
     finally:
@@ -67,22 +95,30 @@ class StopRequest:
         self.reason = self.reason or (signal.Signals(signum).name if signum is not None else "stop requested")
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # Ctrl-C, kill, a closed terminal or ssh
+
+
 @contextmanager
 def stop_on_signals(stop: StopRequest, announce):
-    """Inside the block, SIGINT and SIGTERM set `stop` (training finishes its update, saves and returns)
-    instead of killing the process; `announce(name)` runs at the first one. Later signals change
-    nothing, so a second Ctrl-C cannot interrupt the checkpoint being written."""
+    """Inside the block, SIGINT, SIGTERM and SIGHUP set `stop` (training finishes its update, saves and
+    returns) instead of killing the process; `announce(name)` runs at the first one. Later signals change
+    nothing, so a second Ctrl-C cannot interrupt the checkpoint being written; and once one has come, the
+    process is on its way out, so they stay ignored after the block too (a held Ctrl-C would otherwise
+    break into the interpreter's clean-up)."""
     def handler(signum, frame):
         if stop.reason is None:
             announce(signal.Signals(signum).name)
         stop(signum, frame)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield stop
     finally:
         for s, old in previous.items():
-            signal.signal(s, old)
+            signal.signal(s, signal.SIG_IGN if stop.reason in SIGNAL_NAMES else old)
+
+
+SIGNAL_NAMES = {s.name for s in STOP_SIGNALS}
 
 
 def beam_batch_size(beam: int, cfg, *, max_len: int, budget_mb: float, wanted: int) -> int:

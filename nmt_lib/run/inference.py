@@ -1,5 +1,9 @@
-"""A trained checkpoint at work: translating lines of text and scoring a held-out split with sacreBLEU.
-The command line's `translate` and `evaluate` call these two functions."""
+"""A trained checkpoint at work: translating lines of text as they arrive, and scoring a held-out split
+with sacreBLEU. The command line's `translate` and `evaluate` call these functions."""
+import os
+import re
+import select
+import warnings
 from functools import partial
 
 from nmt_lib.run.corpus import ParallelCorpus, detokenize
@@ -21,22 +25,105 @@ def search_for(beam: int):
 
 
 def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = MAX_OUTPUT,
-                    tokenized: bool = False, memory_budget: float = MEMORY_BUDGET) -> list[str]:
-    """Raw sentences -> translations, one per input line (empty lines stay empty). Beam search decodes
-    as many lines together as `memory_budget` (MB) allows."""
+                    tokenized: bool = False, memory_budget: float = MEMORY_BUDGET, first: int = 1,
+                    warn=None) -> list[str]:
+    """Raw sentences -> translations, exactly one line each (empty lines stay empty). Beam search decodes
+    as many lines together as `memory_budget` (MB) allows. A line longer than the model's positions is
+    cut to them, and `warn(message)` says which (numbered from `first`); `tokenized` writes the pieces
+    the model wrote, separated by spaces."""
+    cfg = ckpt.model.cfg
     french = ckpt.payload["data"].get("french_spacing", True)
+    max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
     if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
-    lines = [line.rstrip("\r\n") for line in lines]
+        batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
+    lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab, ckpt.tgt_vocab, max_len=max_len,
-                    batch_size=batch_size, search=search_for(beam))
+    for i in keep:
+        tokens = len(ckpt.src_vocab.split(preprocess(lines[i])))
+        if tokens > max_src and warn is not None:
+            warn(f"line {first + i:,} has {tokens:,} tokens, more than the model's {max_src:,}: "
+                 f"only its first {max_src:,} were translated")
+    with warnings.catch_warnings():                       # said above, line by line
+        warnings.simplefilter("ignore")
+        out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab,
+                        AsPieces(ckpt.tgt_vocab) if tokenized else ckpt.tgt_vocab, max_len=max_len,
+                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam))
     if not tokenized:
         out = copy_unknowns(ckpt, [preprocess(lines[i]) for i in keep], out)
     result = [""] * len(lines)
     for i, text in zip(keep, out):
-        result[i] = text if tokenized else detokenize(text, french=french)
+        result[i] = one_line(text if tokenized else detokenize(text, french=french))
     return result
+
+
+class AsPieces:
+    """A target vocabulary that writes the tokens the model wrote, joined by spaces, instead of text."""
+
+    def __init__(self, vocab):
+        self.vocab = vocab
+
+    def __getattr__(self, name):
+        return getattr(self.vocab, name)
+
+    def detokenize(self, tokens) -> str:
+        return " ".join(tokens)
+
+
+def one_line(text: str) -> str:
+    """Text on one line whatever a model writes: line breaks and other control characters (which byte
+    pieces like <0x0A> decode to) become spaces or go."""
+    return CONTROL.sub("", " ".join(text.split()))
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_LINE_BYTES = 2 ** 20           # an input line longer than this is cut: far more than a model reads
+
+
+def input_batches(stream, batch_size: int, *, warn=None, max_bytes: int = MAX_LINE_BYTES):
+    """The lines of a binary `stream` (standard input) in batches, as they arrive: a batch goes out when
+    it has `batch_size` lines or when no more input is waiting, so a line typed at a terminal is
+    translated at once and an endless pipe takes bounded memory. A line over `max_bytes` is cut (and
+    `warn` says so). Lines are UTF-8 (undecodable bytes become U+FFFD)."""
+    fd, pending, buffer, number, skipping = stream.fileno(), [], b"", 0, False
+
+    def add(line: bytes):
+        nonlocal number
+        number += 1
+        if len(line) > max_bytes and warn is not None:
+            warn(f"line {number:,} is longer than {max_bytes:,} bytes: only its first {max_bytes:,} were read")
+        pending.append(line[:max_bytes].decode("utf-8", errors="replace"))
+
+    while True:
+        if pending and (len(pending) >= batch_size or not waiting(fd)):
+            yield pending[:batch_size]
+            pending = pending[batch_size:]
+            continue
+        chunk = os.read(fd, 2 ** 16)
+        if not chunk:
+            break
+        if skipping:                                  # the rest of a line that was cut
+            if b"\n" not in chunk:
+                continue
+            chunk, skipping = chunk[chunk.index(b"\n") + 1:], False
+        *complete, buffer = (buffer + chunk).split(b"\n")
+        for line in complete:
+            add(line)
+        if len(buffer) > max_bytes:                   # no newline yet: keep what will be read, drop the rest
+            add(buffer)
+            buffer, skipping = b"", True
+    if buffer:
+        add(buffer)                                   # a last line without its newline
+    while pending:
+        yield pending[:batch_size]
+        pending = pending[batch_size:]
+
+
+def waiting(fd: int) -> bool:
+    """Whether more input can be read from `fd` at once (always, where the system cannot tell)."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def count_unknowns(hypotheses) -> int:
@@ -66,10 +153,14 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     if not pairs:
         raise ValueError(f"the {split} split of {corpus.path} is empty ({split}_frac="
                          f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
+    cfg = ckpt.model.cfg
+    max_len = min(MAX_OUTPUT, cfg.max_len - 1)
     if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model.cfg, max_len=MAX_OUTPUT, budget_mb=memory_budget, wanted=batch_size)
-    result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit,
-                           max_len=MAX_OUTPUT, batch_size=batch_size, search=search_for(beam))
+        batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
+    with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
+        warnings.simplefilter("ignore")
+        result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
+                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam))
     french = corpus.settings["french_spacing"]
     refs = [corpus.raw_refs[s] for s in result.sources]
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]

@@ -18,11 +18,11 @@ from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share
 from nmt_lib.recipes import paper_adam
-from nmt_lib.run.checkpoint import save_checkpoint
+from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
 from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
-from nmt_lib.model_helpers import model_device
+from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
                               noam_lr, noam_schedule, record_update, token_loaders, update_groups)
 
@@ -51,18 +51,84 @@ class RunSettings(TrainSettings):
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
-def restore(progress: dict, resume: dict, optimizer, schedule, settings: RunSettings, d_model: int) -> dict:
-    """The progress, optimizer and schedule of a checkpoint's payload, to go on from there."""
-    progress = resume["progress"]
-    optimizer.load_state_dict(resume["optimizer"])
-    if resume.get("schedule") is not None:
-        schedule.load_state_dict(resume["schedule"])
-    else:                           # a checkpoint from before the schedule was saved: the next update's rate
-        schedule.last_epoch = progress["step"]
-        for group in optimizer.param_groups:
-            group["lr"] = settings.lr_factor * noam_lr(progress["step"] + 1, d_model=d_model,
-                                                       warmup=settings.warmup)
+def restore(progress: dict, resume: dict, optimizer, schedule, scaler, settings: RunSettings, d_model: int) -> dict:
+    """The progress, optimizer, schedule and loss scale of a checkpoint's payload, to go on from there;
+    `CheckpointError` naming the entry that is damaged."""
+    progress = check_progress(resume.get("progress"))
+    try:
+        optimizer.load_state_dict(resume["optimizer"])
+        for group in optimizer.param_groups:          # a state of other shapes would fail only at the update
+            for p in group["params"]:
+                if any(isinstance(v, torch.Tensor) and v.dim() and v.shape != p.shape
+                       for v in optimizer.state.get(p, {}).values()):
+                    raise ValueError("its moments do not have the weights' shapes")
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
+        raise CheckpointError(f"the checkpoint's optimizer entry is damaged ({first_line(e)})") from None
+    try:
+        if resume.get("schedule") is not None:
+            schedule.load_state_dict(dict(resume["schedule"]))
+            if not isinstance(schedule.last_epoch, int):
+                raise TypeError(f"last_epoch is {schedule.last_epoch!r}")
+        else:                       # a checkpoint from before the schedule was saved: the next update's rate
+            schedule.last_epoch = progress["step"]
+            for group in optimizer.param_groups:
+                group["lr"] = settings.lr_factor * noam_lr(progress["step"] + 1, d_model=d_model,
+                                                           warmup=settings.warmup)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"the checkpoint's schedule entry is damaged ({first_line(e)})") from None
+    if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
+        try:
+            scaler.load_state_dict(resume["scaler"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+            raise CheckpointError(f"the checkpoint's scaler entry is damaged ({first_line(e)})") from None
     return progress
+
+
+def check_progress(progress) -> dict:
+    """A checkpoint's progress entry, its fields checked; `CheckpointError` naming the first damaged one."""
+    fresh = new_progress()
+    if not isinstance(progress, dict):
+        raise CheckpointError("the checkpoint's progress entry is damaged (not a mapping)")
+    wrong = [k for k in ("step", "batch") if not (type(progress.get(k)) is int and progress[k] >= 0)]
+    wrong += [] if type(progress.get("epoch")) is int and progress["epoch"] >= 1 else ["epoch"]
+    wrong += [] if isinstance(progress.get("seconds"), (int, float)) else ["seconds"]
+    history = progress.get("history")
+    if not isinstance(history, dict) or not all(isinstance(history.get(k), list) for k in fresh["history"]):
+        wrong.append("history")
+    for key in ("rng", "cuda_rng"):
+        value = progress.get(key)
+        if value is not None and not (isinstance(value, torch.Tensor) and value.dtype == torch.uint8
+                                      and value.dim() == 1 and value.numel() > 0):
+            wrong.append(key)
+    if wrong:
+        raise CheckpointError(f"the checkpoint's progress entry is damaged (its {', '.join(wrong)})")
+    return progress
+
+
+def restore_rng(progress: dict, device):
+    """The random-number states a run saved: the CPU's, and the GPU's on CUDA (dropout draws there)."""
+    try:
+        if progress.get("rng") is not None:
+            torch.set_rng_state(progress["rng"].cpu())     # the checkpoint may have been loaded onto a GPU
+        if device.type == "cuda" and progress.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(progress["cuda_rng"].cpu(), device)
+    except (RuntimeError, ValueError) as e:
+        raise CheckpointError(f"the checkpoint's random-number state is damaged ({first_line(e)})") from None
+
+
+def rng_states(device) -> dict:
+    return {"rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def sound(model, probe, settings, pad_id: int) -> bool:
+    """Whether `model` can still translate: its weights are finite, and so is its loss on `probe` (a batch)
+    in fp32. Weights that only overflow at the next forward pass would otherwise be saved as good."""
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        return False
+    with torch.no_grad(), eval_mode(model):           # no dropout: no random numbers drawn
+        loss, _ = batch_loss(model, probe, settings, pad_id)
+    return bool(torch.isfinite(loss))
 
 
 def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict | None = None, checkpoint=None,
@@ -88,23 +154,35 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     schedule = noam_schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
     progress = new_progress()
     if resume is not None:          # after building the schedule, which sets the rates that loading restores
-        progress = restore(progress, resume, optimizer, schedule, settings, model.cfg.d_model)
-    if progress["rng"] is not None:
-        torch.set_rng_state(progress["rng"].cpu())         # the checkpoint may have been loaded onto a GPU
+        progress = restore(progress, resume, optimizer, schedule, scaler, settings, model.cfg.d_model)
+    restore_rng(progress, device)
+    saved_at = progress["step"] if resume is not None else None      # the update the checkpoint on disk holds
     if world > 1:
         seed_rank(settings.seed, progress["step"], rank)     # each rank its own dropout masks
     loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
     objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
     loader, valid = token_loaders(data, settings)
     dataset, collate = loader.dataset, loader.collate_fn
+    held = valid if len(valid.dataset) else loader
+    probe = held.collate_fn([held.dataset[i] for i in range(min(8, len(held.dataset)))]).to(device)
     start, tokens_seen, spent_before = time.perf_counter(), 0, progress["seconds"]
 
+    def kept() -> str:
+        return (f"the checkpoint {checkpoint} (update {saved_at:,}) is unaffected" if saved_at is not None else
+                "no checkpoint was written" if checkpoint is not None else "nothing was saved")
+
     def save():
+        nonlocal saved_at
+        if not sound(model, probe, settings, pad_id):   # never write weights that cannot translate
+            raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}; lower "
+                                   f"lr_factor or raise warmup. Nothing was saved: {kept()}.")
         progress["seconds"] = spent_before + time.perf_counter() - start
-        progress["rng"] = torch.get_rng_state()
+        progress.update(rng_states(device))
         if checkpoint is not None and rank == 0:
             save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
-                            optimizer=optimizer, schedule=schedule, **(save_kwargs or {}))
+                            optimizer=optimizer, schedule=schedule, scaler=scaler if scaler.is_enabled() else None,
+                            **(save_kwargs or {}))
+            saved_at = progress["step"]
 
     def stop_reason():
         reason = None
@@ -138,7 +216,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
                             loss, n = objective(collate([dataset[i] for i in batches[index]]).to(device))
                         if not torch.isfinite(loss):
                             raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; "
-                                                   f"lower lr_factor or raise warmup. The last checkpoint is unaffected.")
+                                                   f"lower lr_factor or raise warmup; {kept()}.")
                         if not mine:
                             loss, n = loss * 0, 0
                         scaler.scale(loss).backward()

@@ -1,0 +1,411 @@
+"""The command line and its checkpoints against a hostile user: planted links, crafted checkpoints, absurd
+sizes, over-long and endless input, full disks and closed outputs. Each case names what must hold: nothing
+lost, nothing overwritten, memory bounded, one line in and one line out, and a one-line error otherwise."""
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import german_lines
+from nmt_lib.model_helpers import num_parameters
+from nmt_lib.run import cache, checkpoint, cli, guards, sizes
+from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
+from nmt_lib.run.corpus import ParallelCorpus
+from nmt_lib.run.inference import input_batches, one_line, translate_lines
+from nmt_lib.run.trainer import RunSettings, full_fit
+from nmt_lib.transformer import Transformer, TransformerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--d-model", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--max-tokens", "80",
+        "--tokens-per-update", "100", "--warmup", "2", "--min-freq", "1", "--progress", "none"]
+
+
+def train(capsys, data, out, *extra):
+    """`python -m nmt_lib train` in this process: (exit status, stdout, stderr)."""
+    status = cli.main(["train", "--data", str(data), *TINY, "--out", str(out), *map(str, extra)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def cli_run(*args, stdin=None, **kw):
+    return subprocess.run([sys.executable, "-m", "nmt_lib", *map(str, args)], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A checkpoint trained for 3 updates, written by the command line (its path, and its corpus)."""
+    folder = tmp_path_factory.mktemp("trained")
+    data = folder / "deu.txt"
+    data.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
+    out = folder / "m.pt"
+    assert cli.main(["train", "--data", str(data), *TINY, "--out", str(out), "--max-steps", "3"]) == 0
+    return out, data
+
+
+def payload_of(path):
+    return torch.load(path, weights_only=True)
+
+
+# ---- 1, 2, 16: files are never followed, overwritten or deleted by mistake -----------------------------
+
+def test_a_planted_symlink_as_lock_is_refused_and_its_target_untouched(tmp_path, de_corpus, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / ".m.pt.lock").symlink_to(victim)
+    status, _, err = train(capsys, de_corpus, tmp_path / "m.pt", "--max-steps", 1)
+    assert status == 1 and "is a symbolic link" in err and err.count("\n") == 1
+    assert victim.read_text() == "precious\n" and not (tmp_path / "m.pt").exists()
+
+
+def test_a_symlinked_out_is_locked_and_written_at_its_target(tmp_path, de_corpus, capsys):
+    (tmp_path / "real").mkdir()
+    target, link = tmp_path / "real" / "t.pt", tmp_path / "link.pt"
+    link.symlink_to(target)
+    with guards.run_lock(target):                 # a run on the target itself holds the lock
+        status, _, err = train(capsys, de_corpus, link, "--max-steps", 1)
+    assert status == 1 and "being trained by another run" in err
+    status, _, err = train(capsys, de_corpus, link, "--max-steps", 1)
+    assert status == 0, err
+    assert link.is_symlink() and target.is_file() and load_checkpoint(link).step == 1
+
+
+def test_a_folder_or_a_device_as_out_is_refused_before_anything_is_made(tmp_path, de_corpus, capsys):
+    status, _, err = train(capsys, de_corpus, f"{tmp_path / 'dir'}/", "--max-steps", 1)
+    assert status == 1 and "ends with a slash" in err and not (tmp_path / "dir").exists()
+    status, _, err = train(capsys, de_corpus, "/dev/null", "--max-steps", 1)
+    assert status == 1 and "not a regular file" in err and not Path("/dev/.null.lock").exists()
+
+
+def test_taking_over_a_lock_removes_only_that_checkpoints_temporaries(tmp_path):
+    mine = [tmp_path / ".run.pt.abcd_123.tmp"]
+    others = [tmp_path / ".run.pt.bak._ttxwlja.tmp", tmp_path / ".run.pt.x.abcdefgh.tmp"]
+    for f in mine + others:
+        f.write_bytes(b"half")
+    assert cache.temporary_files(tmp_path / "run.pt") == mine
+    with guards.run_lock(tmp_path / "run.pt"):
+        pass
+    assert [f.exists() for f in mine + others] == [False, True, True]
+
+
+# ---- 3: an over-long corpus pair is left out, not a run that can never finish -------------------------
+
+def test_pairs_longer_than_max_len_are_left_out_and_counted(tmp_path, capsys):
+    data = tmp_path / "long.txt"
+    long = ["\t".join([" ".join(["word"] * (20 + k)) + ".", f"Wort {k}.", "CC-BY"]) for k in range(12)]
+    data.write_text("\n".join(german_lines() + long) + "\n", encoding="utf-8")
+    status, out, err = train(capsys, data, tmp_path / "l.pt", "--max-len", 16, "--epochs", 1)
+    assert status == 0, err
+    assert "left out" in err and "longer than the model's 16 positions" in err
+    assert "trained" in out
+    status, _, err = train(capsys, data, tmp_path / "l.pt", "--resume", "--epochs", 2)
+    assert status == 0, err
+
+
+# ---- 4: an fp16 run resumes exactly, loss scale and all ------------------------------------------------
+
+def test_an_fp16_run_resumes_with_its_loss_scale_bit_for_bit(de_corpus, tmp_path):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    base = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0, precision="fp16")
+
+    def model():
+        torch.manual_seed(3)
+        return Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
+                                             d_ff=32, n_layers=1, max_len=32))
+
+    straight = model()
+    full_fit(straight, corpus, RunSettings(max_steps=12, **base), report="none")
+    path = tmp_path / "h.pt"
+    full_fit(model(), corpus, RunSettings(max_steps=6, **base), checkpoint=path,
+             save_kwargs={"data": corpus.settings}, report="none")
+    ckpt = load_checkpoint(path)
+    assert ckpt.payload["scaler"]["scale"] < 2.0 ** 16     # overflowing updates were skipped: the scale fell
+    assert ckpt.payload["progress"]["cuda_rng"] is None      # saved on a GPU; none here
+    full_fit(ckpt.model, corpus, RunSettings(max_steps=12, **base), resume=ckpt.payload, report="none")
+    for a, b in zip(straight.parameters(), ckpt.model.parameters()):
+        assert torch.equal(a, b)
+
+
+# ---- 5, 6: a failed write or a diverged model never replaces a good checkpoint -------------------------
+
+def test_a_full_disk_is_one_line_and_the_previous_checkpoint_is_kept(trained, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "m.pt"
+    out.write_bytes(trained[0].read_bytes())
+    before = out.read_bytes()
+
+    def full(obj, f):
+        Path(f).write_bytes(b"half")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(cache.torch, "save", full)
+    monkeypatch.setattr(cache, "disk_is_full", lambda folder: True)
+    status, _, err = train(capsys, trained[1], out, "--resume", "--max-steps", 5)
+    assert status == 1 and "could not write" in err and "the disk is full; the previous one is kept" in err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("python -m nmt_lib train: error: could not")
+    assert out.read_bytes() == before and not cache.temporary_files(out)
+
+
+def test_a_diverged_run_saves_nothing_and_non_finite_weights_are_refused(trained, tmp_path, capsys):
+    out = tmp_path / "nan.pt"
+    status, _, err = train(capsys, trained[1], out, "--lr-factor", "1e30", "--max-steps", 1)
+    assert status == 1 and "NaN or infinite" in err and "no checkpoint was written" in err and not out.exists()
+    payload = payload_of(trained[0])
+    state = dict(payload["state_dict"])
+    state["encoder.embedding.weight"] = state["encoder.embedding.weight"] * float("nan")
+    torch.save(dict(payload, state_dict=state), tmp_path / "n.pt")
+    with pytest.raises(CheckpointError, match="NaN or infinite values"):
+        load_checkpoint(tmp_path / "n.pt")
+
+
+# ---- 7, 8, 9: memory is bounded whatever the sizes -----------------------------------------------------
+
+@pytest.mark.parametrize("options", [dict(), dict(norm_first=True), dict(tie_embeddings=True),
+                                     dict(d_model=24, n_heads=3, d_ff=40, n_layers=3)])
+def test_the_parameter_count_from_the_config_is_the_models(options):
+    src, tgt = (50, 50) if options.get("tie_embeddings") else (50, 70)
+    cfg = TransformerConfig(src, tgt, **{"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 2, **options})
+    from dataclasses import asdict
+    assert sizes.transformer_parameters(**asdict(cfg)) == num_parameters(Transformer(cfg))
+
+
+def test_a_crafted_huge_config_is_refused_before_any_model_is_built(trained, tmp_path, monkeypatch):
+    payload = payload_of(trained[0])
+    torch.save(dict(payload, config=dict(payload["config"], n_layers=10 ** 7)), tmp_path / "deep.pt")
+    built = []
+    monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
+    with pytest.raises(CheckpointError, match="parameters and need about .* GB to load"):
+        load_checkpoint(tmp_path / "deep.pt")
+    assert built == []
+
+
+def test_a_compressed_archive_is_refused_before_it_is_inflated(trained, tmp_path):
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(trained[0]) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    assert payload_of(bomb)["format"]                     # torch itself would read it, inflating every entry
+    with pytest.raises(CheckpointError, match="compressed entries"):
+        load_checkpoint(bomb)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--d-model", "1000000", "parameters and need about"), ("--d-ff", "99999999999999999999", "GB to train"),
+    ("--layers", "1000000", "stop at 1,000,000,000 parameters"), ("--threads", "100000", "use at most")])
+def test_absurd_sizes_are_one_line_errors_before_anything_is_read(option, value, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "--data", str(tmp_path / "absent.txt"), "--out", str(tmp_path / "m.pt"), option, value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- 10, 11, 13: translate streams, one line out per line in, always -----------------------------------
+
+def test_translate_answers_each_line_as_it_arrives(trained):
+    child = subprocess.Popen([sys.executable, "-m", "nmt_lib", "translate", "--checkpoint", str(trained[0])],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        for sentence in (b"I am tired.\n", b"We have a dog.\n"):
+            child.stdin.write(sentence)
+            child.stdin.flush()
+            ready = select.select([child.stdout], [], [], 120)[0]       # stdin stays open: no end of input yet
+            assert ready, "no translation before the end of the input"
+            child.stdout.readline()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_input_batches_go_out_when_full_or_when_nothing_more_waits():
+    read, write = os.pipe()
+    os.write(write, b"one\r\ntwo\n" + b"x" * 5000 + b"\nthree")
+    os.close(write)
+    warned = []
+    with os.fdopen(read, "rb") as stream:
+        batches = list(input_batches(stream, 2, warn=warned.append, max_bytes=1000))
+    assert batches == [["one\r", "two"], ["x" * 1000, "three"]]
+    assert warned == ["line 3 is longer than 1,000 bytes: only its first 1,000 were read"]
+
+
+def test_an_over_long_line_is_cut_and_named_and_the_others_translated(trained, tmp_path):
+    payload = payload_of(trained[0])
+    torch.save(dict(payload, config=dict(payload["config"], max_len=12)), tmp_path / "short.pt")
+    ckpt = load_checkpoint(tmp_path / "short.pt")
+    said = []
+    out = translate_lines(ckpt, ["\ufeffI am tired.", "I am " + "very " * 40 + "tired.", "", "We see a car."],
+                          first=11, warn=said.append)
+    assert len(out) == 4 and out[2] == ""
+    assert said == ["line 12 has 44 tokens, more than the model's 11: only its first 11 were translated"]
+
+
+def test_whatever_the_model_writes_comes_out_as_one_line():
+    assert one_line("je\nsuis\r\x85 fatigué\u2028.\x7f\x00") == "je suis fatigué ."
+
+
+def test_a_model_that_writes_line_breaks_still_gives_one_line_per_input(trained, tmp_path):
+    payload = payload_of(trained[0])
+    tgt = list(payload["tgt_vocab"])
+    tgt[-1] = "a\nb"                                    # a crafted token, which the model is made to write
+    torch.save(dict(forced(payload, len(tgt) - 1), tgt_vocab=tgt), tmp_path / "nl.pt")
+    out = cli_run("translate", "--checkpoint", tmp_path / "nl.pt", stdin="I am tired.\nWe see a car.\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == 2 and "a b" in out.stdout
+
+
+# ---- 12, 14, 16: crafted checkpoints are one-line errors naming the field ------------------------------
+
+def test_subword_pieces_without_their_tokenizer_are_refused(trained, tmp_path):
+    payload = payload_of(trained[0])
+    pieces = ["\u2581" + t if i > 3 else t for i, t in enumerate(payload["tgt_vocab"])]
+    torch.save({k: v for k, v in dict(payload, tgt_vocab=pieces).items() if k != "tokenizer"}, tmp_path / "p.pt")
+    with pytest.raises(CheckpointError, match="no tokenizer entry, yet its vocabulary holds subword pieces"):
+        load_checkpoint(tmp_path / "p.pt")
+
+
+@pytest.mark.parametrize("damage, message", [
+    ({"config": {"d_model": 32.0}}, "d_model: expected int, got 32.0"),
+    ({"config": {"d_model": 2 ** 31, "n_heads": 1}}, "parameters and need about"),
+    ({"config": {"dropout": "0.1"}}, "dropout: expected float"),
+    ({"src_vocab": [0, 1, 2]}, "src_vocab must be a list of token strings"),
+    ({"data": {"min_freq": "2"}}, "data settings are damaged (min_freq: expected int"),
+    ({"data": []}, "data settings are damaged (not a mapping)"),
+    ({"sparse": True}, "dense floating-point tensors"),
+])
+def test_crafted_fields_are_named_in_one_line(trained, tmp_path, damage, message):
+    payload = payload_of(trained[0])
+    if damage.pop("sparse", False):
+        state = dict(payload["state_dict"])
+        state["decoder.dense.bias"] = state["decoder.dense.bias"].to_sparse()
+        damage["state_dict"] = state
+    if "config" in damage:
+        damage["config"] = {**payload["config"], **damage["config"]}
+    torch.save({**payload, **damage}, tmp_path / "c.pt")
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(tmp_path / "c.pt")
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_evaluate_without_the_corpus_path_says_so(trained, tmp_path):
+    payload = payload_of(trained[0])
+    torch.save(dict(payload, data={}), tmp_path / "d.pt")
+    out = cli_run("evaluate", "--checkpoint", tmp_path / "d.pt")
+    assert out.returncode == 1 and "does not say which corpus" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("entry, value, message", [
+    ("train", {"epochs": "many"}, "training settings are damaged (epochs: expected int"),
+    ("progress", {"step": -1}, "progress entry is damaged (its step"),
+    ("progress", {"rng": torch.zeros(3)}, "progress entry is damaged (its rng"),
+    ("optimizer", {"state": {}, "param_groups": []}, "optimizer entry is damaged"),
+    ("optimizer", "moments", "optimizer entry is damaged"),
+    ("schedule", {"last_epoch": "x"}, "schedule entry is damaged"),
+])
+def test_a_damaged_training_state_is_named_on_resume(trained, tmp_path, capsys, entry, value, message):
+    payload = payload_of(trained[0])
+    if isinstance(value, dict) and isinstance(payload[entry], dict) and entry != "optimizer":
+        value = {**payload[entry], **value}
+    out = tmp_path / "r.pt"
+    torch.save({**payload, entry: value}, out)
+    status, _, err = train(capsys, trained[1], out, "--resume", "--max-steps", 5)
+    assert status == 1 and message in err and "Traceback" not in err, err
+
+
+class Payload:
+    """Unpickled, it would call os.system (with a harmless command)."""
+
+    def __reduce__(self):
+        return os.system, ("true",)
+
+
+def test_a_pickle_that_could_run_code_is_not_a_safe_checkpoint(tmp_path):
+    torch.save({"format": checkpoint.CHECKPOINT_FORMAT, "x": Payload()}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="is not a safe checkpoint"):
+        load_checkpoint(tmp_path / "evil.pt")
+
+
+def test_the_final_line_says_which_weights_the_validation_loss_is_of(trained, tmp_path, capsys):
+    out = tmp_path / "v.pt"
+    status, printed, _ = train(capsys, trained[1], out, "--epochs", 1)
+    assert status == 0 and "valid loss" in printed and "not validated" not in printed
+    status, printed, _ = train(capsys, trained[1], out, "--resume", "--epochs", 3, "--max-steps",
+                               load_checkpoint(out).step + 1)
+    assert status == 0 and "at the end of epoch 1" in printed and "the final weights were not validated" in printed
+
+
+def forced(payload, token_id: int) -> dict:
+    """The payload with the output layer's bias set so that the model writes `token_id` at every step."""
+    state = dict(payload["state_dict"])
+    bias = torch.full_like(state["decoder.dense.bias"], -1e4)
+    bias[token_id] = 1e4
+    return dict(payload, state_dict={**state, "decoder.dense.bias": bias})
+
+
+def test_tokenized_output_is_the_models_pieces(trained, tmp_path):
+    payload = payload_of(trained[0])
+    torch.save(forced(payload, 5), tmp_path / "f.pt")
+    ckpt = load_checkpoint(tmp_path / "f.pt")
+
+    class Pieces(type(ckpt.tgt_vocab)):                 # a tokenizer whose text differs from its pieces
+        def detokenize(self, tokens):
+            return "".join(tokens)
+
+    ckpt.tgt_vocab.__class__ = Pieces
+    token = ckpt.tgt_vocab.idx_to_token[5]
+    assert translate_lines(ckpt, ["I am tired."], max_len=3)[0] == token * 3
+    assert translate_lines(ckpt, ["I am tired."], max_len=3, tokenized=True)[0] == " ".join([token] * 3)
+
+
+# ---- 15: closed or full outputs, and signals ------------------------------------------------------------
+
+def test_a_full_or_closed_standard_output_is_a_one_line_error(trained):
+    for redirect in ("> /dev/full", ">&-"):
+        out = subprocess.run(f"echo 'I am tired.' | {sys.executable} -m nmt_lib translate --checkpoint "
+                             f"{trained[0]} {redirect}", shell=True, capture_output=True, text=True, cwd=ROOT,
+                             timeout=300)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1 and "standard output" in out.stderr, out.stderr
+
+
+def test_after_a_stop_signal_further_signals_are_ignored_until_exit():
+    stop, previous = guards.StopRequest(), {s: signal.getsignal(s) for s in guards.STOP_SIGNALS}
+    try:
+        with guards.stop_on_signals(stop, lambda name: None):
+            os.kill(os.getpid(), signal.SIGHUP)               # a closed terminal stops the run like SIGTERM
+            time.sleep(0.1)
+        assert stop.reason == "SIGHUP" and guards.EXIT_STATUS["SIGHUP"] == 129
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in guards.STOP_SIGNALS)
+        os.kill(os.getpid(), signal.SIGINT)                   # a held Ctrl-C: nothing happens
+        time.sleep(0.1)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    quiet = guards.StopRequest()
+    with guards.stop_on_signals(quiet, lambda name: None):
+        pass
+    assert signal.getsignal(signal.SIGINT) is previous[signal.SIGINT]     # no signal: handlers restored
+
+
+def test_sighup_stops_training_with_a_checkpoint(trained, tmp_path):
+    out = tmp_path / "hup.pt"
+    child = subprocess.Popen([sys.executable, "-m", "nmt_lib", "train", "--data", str(trained[1]), *TINY, "--out",
+                              str(out), "--epochs", "100000", "--checkpoint-every", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.time() + 120
+    while "Transformer:" not in (line := child.stderr.readline()) and time.time() < deadline:
+        assert line, "the run ended before training"
+    time.sleep(1)
+    child.send_signal(signal.SIGHUP)
+    assert child.wait(timeout=120) == 129
+    assert load_checkpoint(out).step > 0
+
+
+def test_stdin_closed_translates_nothing(trained):
+    out = subprocess.run(f"{sys.executable} -m nmt_lib translate --checkpoint {trained[0]} <&-", shell=True,
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr
