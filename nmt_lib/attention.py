@@ -95,6 +95,8 @@ def attend(q, k, v, mask=None, *, dropout: float = 0.0, need_weights: bool = Fal
     `need_weights=False` runs PyTorch's fused kernel; True runs the explicit path.
     """
     _check_qkv(q, k, v, same_width=True)
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout is a probability in [0, 1), got {dropout}")
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
     if not need_weights:

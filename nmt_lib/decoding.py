@@ -97,6 +97,8 @@ def translate(model, sentences, src_vocab: Vocab, tgt_vocab: Vocab, *, max_len: 
     """
     if isinstance(sentences, str):
         raise ValueError("translate takes a list of sentences; wrap a single sentence in a list")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     device = model_device(model)
     token_lists, ids = encode_sentences(sentences, src_vocab, max_src_len=max_src_len)
     results = [""] * len(sentences)
@@ -122,6 +124,8 @@ class BleuResult(NamedTuple):
 def evaluate_bleu(model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, *, limit: int | None = None,
                   **translate_kwargs) -> BleuResult:
     """Translate each distinct source of `pairs` once; corpus BLEU against all its references."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1 (or None for every source), got {limit}")
     references = {}
     for src, tgt in pairs:
         references.setdefault(src, []).append(tgt)
@@ -195,6 +199,8 @@ def beam_search(model, src, src_len, *, bos_id: int, eos_id: int, beam_size: int
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     B, K, device = src.shape[0], beam_size, src.device
+    if B == 0:                                                    # nothing to translate, as greedy answers
+        return Decoded([], [])
     with eval_mode(model):
         state = model.encode(src, src_len)
         state = model.decoder.reorder_state(state, torch.arange(B, device=device).repeat_interleave(K))   # B*K rows

@@ -141,7 +141,7 @@ def generate(model, prompt, max_new_tokens: int, *, greedy: bool = False, temper
             if greedy:
                 token = int(scores.argmax())
             else:
-                scores = scores / temperature
+                scores = (scores - scores.max()) / temperature      # <= 0: a tiny temperature cannot overflow
                 if top_k is not None and top_k < len(scores):
                     scores = scores.masked_fill(scores < scores.topk(top_k).values[-1], float("-inf"))
                 token = int(torch.multinomial(scores.softmax(-1), 1, generator=generator))

@@ -39,6 +39,10 @@ def corpus_bleu(hypotheses, references, *, max_n: int = 4, smooth: str = "exp") 
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if smooth not in ("exp", "none"):
         raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
+    if any(isinstance(x, str) for x in [*hypotheses, *references]):
+        raise ValueError("hypotheses and references must be token lists, not strings: split them first (s.split())")
+    if max_n < 1:
+        raise ValueError(f"max_n must be at least 1, got {max_n}")
     correct, total = [0] * max_n, [0] * max_n
     hyp_len = ref_len = 0
     for hyp, refs in zip(hypotheses, references):
@@ -76,6 +80,10 @@ def sentence_bleu(hypothesis, reference, k: int = 4) -> float:
     Equal to `d2l.bleu(' '.join(hypothesis), ' '.join(reference), k)`; an empty hypothesis
     scores 0 (d2l divides by zero there).
     """
+    if isinstance(hypothesis, str) or isinstance(reference, str):
+        raise ValueError("sentence_bleu takes token lists, not strings: split them first (s.split())")
+    if k < 1:
+        raise ValueError(f"k, the longest n-gram, must be at least 1, got {k}")
     if not hypothesis:
         return 0.0
     score = math.exp(min(0.0, 1 - len(reference) / len(hypothesis)))

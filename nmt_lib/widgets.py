@@ -47,6 +47,8 @@ def explore(model, src_vocab, tgt_vocab, text: str, *, beam_size: int = 1, alpha
     """
     if not text or not text.strip():
         raise ValueError("Type an English sentence first.")
+    if max_src_len < 1:
+        raise ValueError(f"max_src_len must be at least 1, got {max_src_len}")
     tokens = src_vocab.split(preprocess(text.strip()))
     if not any(ch.isalnum() for t in tokens for ch in t):
         raise ValueError("There is only punctuation here: nothing to translate.")
@@ -93,6 +95,11 @@ def draw_attention(exp: Exploration, kind: str = "cross-attention", layer: int =
     """One heatmap of `exp`: `kind` (a key of KINDS), `layer` and `head` counted from 1; `head=None` averages
     the layer's heads. Returns the figure."""
     key, xlabel, ylabel = KINDS[kind]
+    layers, heads = exp.maps[key].shape[:2]
+    if not 1 <= layer <= layers:                   # 0 or -1 would index from the end: the last layer
+        raise ValueError(f"layer is counted from 1 to {layers}, got {layer}")
+    if head is not None and not 1 <= head <= heads:
+        raise ValueError(f"head is counted from 1 to {heads} (or None for their average), got {head}")
     weights = exp.maps[key][layer - 1]                                               # (H, Tq, Tk)
     matrix = weights.mean(0) if head is None else weights[head - 1]
     x, y = token_labels(exp, key)
