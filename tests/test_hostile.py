@@ -269,6 +269,7 @@ def test_subword_pieces_without_their_tokenizer_are_refused(trained, tmp_path):
         load_checkpoint(tmp_path / "p.pt")
 
 
+@pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")     # torch's, for the sparse case
 @pytest.mark.parametrize("damage, message", [
     ({"config": {"d_model": 32.0}}, "d_model: expected int, got 32.0"),
     ({"config": {"d_model": 2 ** 31, "n_heads": 1}}, "parameters and need about"),
