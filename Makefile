@@ -93,6 +93,7 @@ export:
 # For maintainers: re-execute the committed notebooks in place, in learner mode, before committing.
 notebooks: $(STAMP)
 	$(BIN)/python tools/run_course.py --inplace
+	$(BIN)/python tools/render_tables.py
 
 clean:
 	rm -rf build

@@ -93,7 +93,8 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
             y += 0.8
         ax.add_patch(FancyBboxPatch((x - width / 2 - 0.35, first - 0.75), width + 0.7, y - first + 0.3,
                                     boxstyle="round,pad=0.02", fc="none", ec="0.5", ls="--"))
-        ax.text(x + width / 2 + 0.3, first - 0.7, frame_label, ha="right", va="bottom", fontsize=8, color="0.35")
+        ax.text(x + width / 2 + 0.42, (first - 0.75 + y - 0.45) / 2, frame_label, rotation=90, ha="left",
+                va="center", fontsize=8, color="0.35")           # beside the frame, clear of the arrows
         box(x, y, f"{prefix}.norm", "LayerNorm with pre-norm, else Identity", "#e8e8e8")
         return y, rows
 
@@ -120,8 +121,8 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
     cross_y = dec_rows["cross_attn"]
     ax.add_patch(FancyArrowPatch((ex + width / 2, enc_top), (dx - width / 2, cross_y), arrowstyle="-|>",
                                  mutation_scale=12, lw=1.6, color="tab:red", connectionstyle="arc3,rad=-0.2"))
-    ax.text((ex + dx) / 2, enc_top + 0.3, "memory (B, S, D):\nto every decoder block",
-            ha="center", fontsize=8, color="tab:red")
+    ax.text(dx - width / 2 - 0.45, enc_top + 0.6, "memory (B, S, D):\nto every decoder block",
+            ha="right", fontsize=8, color="tab:red")
     ax.set(xlim=(0, 10.4), ylim=(0, dec_top + 1.8), title=title)
     ax.axis("off")
     return fig

@@ -124,7 +124,8 @@ def hover_html(exp: Exploration) -> str:
     spans = []
     for j, token in enumerate(exp.out_tokens):
         k = int(cross[j].argmax())
-        tip = f"written while looking most at '{exp.src_tokens[k]}' ({float(cross[j, k]):.0%} of the weight)"
+        tip = (f"written while looking most at '{exp.src_tokens[k]}' ({float(cross[j, k]):.0%} of the weight; "
+               f"where the model looked, not why it wrote this word)")
         spans.append(f'<span class="nmt-token" title="{html.escape(tip)}" style="padding:1px 3px;margin:1px;'
                      f'border-bottom:1px dotted #888;cursor:help">{html.escape(token)}</span>')
     return " ".join(spans)

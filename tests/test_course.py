@@ -101,3 +101,35 @@ def test_setting_carries_its_default_and_help_into_the_dataclass():
 
     (f,) = fields(Toy)
     assert Toy().width == 8 and f.metadata["help"] == "how wide" and f.metadata["aliases"] == ["--w"]
+
+
+def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
+    import render_tables
+
+    chapters = [render_tables.chapter(p) for p in sorted((render_tables.ROOT / "notebooks").glob("*.ipynb"))]
+    assert all(ch["executed"] and ch["mode"] == "learner" and ch["wall"] for ch in chapters), \
+        "every chapter is committed executed by tools/run_course.py --inplace, in learner mode"
+    stale = [name for name, (now, new) in render_tables.render().items() if now != new]
+    assert stale == [], "run python tools/render_tables.py"
+
+
+def test_a_quoted_figure_that_its_notebook_does_not_show_is_caught(tmp_path):
+    import shutil
+
+    import render_tables
+
+    root = render_tables.ROOT
+    (tmp_path / "notebooks").mkdir()
+    for notebook in (root / "notebooks").glob("*.ipynb"):
+        shutil.copy(notebook, tmp_path / "notebooks")
+    (tmp_path / "book").mkdir()
+    for name in ("README.md", "book/teachers.md"):
+        shutil.copy(root / name, tmp_path / name)
+    assert all(now == new for now, new in render_tables.render(tmp_path).values())
+    path = tmp_path / "notebooks" / "07_transformer.ipynb"
+    nb = json.loads(path.read_text())
+    headline = nb["metadata"]["nmt_course"]["headlines"][0]
+    headline["value"] = headline["value"] + 1.0                   # the notebook now shows another figure
+    path.write_text(json.dumps(nb))
+    changed = {name for name, (now, new) in render_tables.render(tmp_path).items() if now != new}
+    assert changed == {"README.md"}
