@@ -20,6 +20,8 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from render_tables import figure              # the README's format, so both show a figure alike
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -64,14 +66,6 @@ def cpu_name() -> str:
     return f"{model}{f' ({unit})' if unit else ''}, {os.cpu_count()} cores"
 
 
-def fmt(value):
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
-    return str(value)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inplace", action="store_true", help="write outputs back into notebooks/")
@@ -107,7 +101,7 @@ def main(argv=None):
 
     print("\n| chapter | wall time | status | headline numbers |\n|---|---:|---|---|")
     for name, wall, status, numbers in rows:
-        text = "; ".join(f"{n['name']}: {fmt(n['value'])}" for n in numbers)
+        text = "; ".join(f"{n['name']}: {figure(n['value'])}" for n in numbers)
         print(f"| {name} | {wall:.1f} s | {status} | {text} |")
     print(f"| total | {sum(r[1] for r in rows):.1f} s | | |")
     if not args.inplace:
