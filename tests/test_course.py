@@ -126,10 +126,25 @@ def test_a_quoted_figure_that_its_notebook_does_not_show_is_caught(tmp_path):
     for name in ("README.md", "book/teachers.md"):
         shutil.copy(root / name, tmp_path / name)
     assert all(now == new for now, new in render_tables.render(tmp_path).values())
-    path = tmp_path / "notebooks" / "07_transformer.ipynb"
-    nb = json.loads(path.read_text())
-    headline = nb["metadata"]["nmt_course"]["headlines"][0]
-    headline["value"] = headline["value"] + 1.0                   # the notebook now shows another figure
-    path.write_text(json.dumps(nb))
-    changed = {name for name, (now, new) in render_tables.render(tmp_path).items() if now != new}
-    assert changed == {"README.md"}
+    for stem, change in [("07_transformer", lambda h: h[0].update(value=h[0]["value"] + 1.0)),    # a headline
+                         ("08_evaluation", lambda h: h[-1]["rows"][0].__setitem__(1, 99.9))]:     # a table's cell
+        path = tmp_path / "notebooks" / f"{stem}.ipynb"
+        nb = json.loads(path.read_text())
+        before = path.read_text()
+        change(nb["metadata"]["nmt_course"]["headlines"])       # the notebook now shows another figure
+        path.write_text(json.dumps(nb))
+        changed = {name for name, (now, new) in render_tables.render(tmp_path).items() if now != new}
+        assert changed == {"README.md"}
+        path.write_text(before)
+
+
+def test_record_table_keeps_the_columns_in_order_and_whole_numbers_whole(monkeypatch, tmp_path):
+    import pandas as pd
+
+    monkeypatch.setenv(course.HEADLINE_ENV, str(tmp_path / "h.jsonl"))
+    table = pd.DataFrame({"test BLEU": [11.02, 28.7], "parameters": [1635159, 2313559]}, index=["GRU", "Transformer"])
+    assert course.record_table("results", table) is table
+    recorded = json.loads((tmp_path / "h.jsonl").read_text())
+    assert recorded == {"name": "results", "columns": ["test BLEU", "parameters"],
+                        "rows": [["GRU", 11.02, 1635159], ["Transformer", 28.7, 2313559]]}
+    assert all(type(v) is int for _, _, v in recorded["rows"])

@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": "chapter-table", "book/teachers.md": "chapter-times"}
+TABLES = {"README.md": ("chapter-table", "results-table"), "book/teachers.md": ("chapter-times",)}
+RESULTS = ("08_evaluation", "held-out results")       # the notebook and the name of the README's results table
 
 
 def when(stamp: str) -> datetime:
@@ -64,7 +65,7 @@ def markdown(text: str) -> str:
 def readme_table(chapters: list[dict]) -> str:
     rows = ["| chapter | time (learner mode) | headline figures | executed on |", "|---|---:|---|---|"]
     for ch in chapters:
-        figures = markdown("; ".join(f"{h['name']}: {figure(h['value'])}" for h in ch["headlines"]))
+        figures = markdown("; ".join(f"{h['name']}: {figure(h['value'])}" for h in ch["headlines"] if "value" in h))
         rows.append(f"| [{ch['title']}](notebooks/{ch['path'].name}) | {duration(ch['wall'])} | {figures} | "
                     f"{ran_on(ch)} |")
     return "\n".join(rows)
@@ -74,6 +75,18 @@ def guide_table(chapters: list[dict]) -> str:
     rows = ["| chapter | time (learner mode) | executed on |", "|---|---:|---|"]
     rows += [f"| {ch['title']} | {duration(ch['wall'])} | {ran_on(ch)} |" for ch in chapters]
     return "\n".join(rows)
+
+
+def results_table(chapters: list[dict]) -> str:
+    """The table the results notebook recorded (`nmt_lib.run.course.record_table`), with where it ran."""
+    stem, name = RESULTS
+    ch = next(c for c in chapters if c["path"].stem == stem)
+    table = next((h for h in ch["headlines"] if h.get("name") == name and "rows" in h), None)
+    if table is None:
+        raise SystemExit(f"render_tables: notebooks/{stem}.ipynb recorded no table {name!r}; run it with run_course")
+    lines = ["| model | " + " | ".join(table["columns"]) + " |", "|---|" + "---:|" * len(table["columns"])]
+    lines += [f"| {label} | " + " | ".join(map(figure, values)) + " |" for label, *values in table["rows"]]
+    return "\n".join(lines) + f"\n\n*Chapter 8, learner mode, executed {ran_on(ch)}.*"
 
 
 def rendered(text: str, marker: str, table: str, name: str) -> str:
@@ -87,11 +100,14 @@ def rendered(text: str, marker: str, table: str, name: str) -> str:
 def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     """For each file with a table: (its text now, its text with the tables rendered from the notebooks)."""
     chapters = [chapter(p) for p in sorted((root / "notebooks").glob("*.ipynb"))]
-    tables = {"chapter-table": readme_table(chapters), "chapter-times": guide_table(chapters)}
+    tables = {"chapter-table": readme_table(chapters), "chapter-times": guide_table(chapters),
+              "results-table": results_table(chapters)}
     out = {}
-    for name, marker in TABLES.items():
-        text = (root / name).read_text(encoding="utf-8")
-        out[name] = (text, rendered(text, marker, tables[marker], name))
+    for name, markers in TABLES.items():
+        text = new = (root / name).read_text(encoding="utf-8")
+        for marker in markers:
+            new = rendered(new, marker, tables[marker], name)
+        out[name] = (text, new)
     return out
 
 

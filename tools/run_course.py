@@ -101,7 +101,7 @@ def main(argv=None):
 
     print("\n| chapter | wall time | status | headline numbers |\n|---|---:|---|---|")
     for name, wall, status, numbers in rows:
-        text = "; ".join(f"{n['name']}: {figure(n['value'])}" for n in numbers)
+        text = "; ".join(f"{n['name']}: {figure(n['value'])}" for n in numbers if "value" in n)
         print(f"| {name} | {wall:.1f} s | {status} | {text} |")
     print(f"| total | {sum(r[1] for r in rows):.1f} s | | |")
     if not args.inplace:

@@ -47,6 +47,18 @@ def headline(name: str, value):
     return value
 
 
+def record_table(name: str, table):
+    """Record a small table (a pandas DataFrame, one row per index label) for the README, which
+    `tools/render_tables.py` renders from the executed notebook; return `table` unchanged."""
+    path = os.environ.get(HEADLINE_ENV)
+    if path:
+        plain = lambda v: round(float(v), 4) if isinstance(v, float) else v.item() if hasattr(v, "item") else v
+        rows = [[str(label), *(plain(table.at[label, c]) for c in table.columns)] for label in table.index]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"name": name, "columns": [str(c) for c in table.columns], "rows": rows}) + "\n")
+    return table
+
+
 def setting(default, help: str, **command_line):
     """A dataclass field with its default and a help text, for the settings classes of later chapters.
 
