@@ -163,3 +163,38 @@ def test_the_quick_loop_leaves_out_the_process_and_fault_tests():
                  "test_training.py::test_cli_trains_translates_and_evaluates_english_german",
                  "test_parallel.py::test_two_gloo_processes"):
         assert slow not in quick, slow
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")                    # [text](target)
+BOOK_SOURCES = (ROOT / "book", ROOT / "notebooks", ROOT)  # the book is built from these, flattened (Makefile)
+
+
+def relative_links(text: str) -> list[str]:
+    """The link targets of Markdown text that point into the repository (no scheme, not a bare #anchor)."""
+    targets = [m.group(1).split("#")[0] for m in LINK.finditer(text)]
+    return [t for t in targets if t and not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
+
+
+def toctree_entries(text: str) -> list[str]:
+    """The documents a MyST toctree names (its lines that are not options)."""
+    blocks = re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip() and not line.startswith(":")]
+
+
+def test_every_relative_link_of_the_readme_and_the_book_resolves():
+    broken = [f"README.md -> {t}" for t in relative_links((ROOT / "README.md").read_text()) if not (ROOT / t).exists()]
+    for page in sorted((ROOT / "book").glob("*.md")):
+        text = page.read_text()
+        for target in relative_links(text):
+            if not any((base / target).exists() for base in BOOK_SOURCES):
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+        for entry in toctree_entries(text):                  # a name or a glob, without its suffix
+            if not any(list(base.glob(entry + suffix)) for base in BOOK_SOURCES for suffix in ("", ".md", ".ipynb")):
+                broken.append(f"{page.relative_to(ROOT)} toctree -> {entry}")
+    assert broken == []
+
+
+def test_the_link_parsers_find_repository_links_and_toctree_entries():
+    assert relative_links("see [the data](notebooks/01_data.ipynb#top) and [x](https://a.b) [y](#here)") == \
+        ["notebooks/01_data.ipynb"]
+    assert toctree_entries("```{toctree}\n:maxdepth: 1\n\nteachers\nsolutions/*\n```") == ["teachers", "solutions/*"]
