@@ -1,6 +1,7 @@
 """The command line and its checkpoints against a hostile user: planted links, crafted checkpoints, absurd
 sizes, over-long and endless input, full disks and closed outputs. Each case names what must hold: nothing
 lost, nothing overwritten, memory bounded, one line in and one line out, and a one-line error otherwise."""
+import errno
 import os
 import select
 import signal
@@ -152,6 +153,28 @@ def test_a_full_disk_is_one_line_and_the_previous_checkpoint_is_kept(trained, tm
     assert out.read_bytes() == before and not cache.temporary_files(out)
 
 
+def test_a_write_that_runs_out_of_space_says_the_disk_is_full(trained, tmp_path, monkeypatch):
+    def no_space(obj, f):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.torch, "save", no_space)
+    with pytest.raises(cache.SaveError, match="the disk is full; nothing was written"):
+        cache.atomic_save({"x": 1}, tmp_path / "new.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_loss_scale_is_named_on_an_fp16_resume(trained, tmp_path, capsys):
+    payload = payload_of(trained[0])
+    good = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000,
+            "_growth_tracker": 3}
+    for damage, named in [({"scale": "x"}, "its scale"), ({"growth_interval": 0}, "its growth_interval"),
+                          ({"scale": float("nan"), "backoff_factor": 2.0}, "its scale, backoff_factor")]:
+        out = tmp_path / "s.pt"
+        torch.save(dict(payload, scaler={**good, **damage}), out)
+        status, _, err = train(capsys, trained[1], out, "--resume", "--max-steps", 5, "--precision", "fp16")
+        assert status == 1 and f"scaler entry is damaged ({named})" in err and "Traceback" not in err, err
+
+
 def test_a_diverged_run_saves_nothing_and_non_finite_weights_are_refused(trained, tmp_path, capsys):
     out = tmp_path / "nan.pt"
     status, _, err = train(capsys, trained[1], out, "--lr-factor", "1e30", "--max-steps", 1)
@@ -177,12 +200,29 @@ def test_the_parameter_count_from_the_config_is_the_models(options):
 
 def test_a_crafted_huge_config_is_refused_before_any_model_is_built(trained, tmp_path, monkeypatch):
     payload = payload_of(trained[0])
-    torch.save(dict(payload, config=dict(payload["config"], n_layers=10 ** 7)), tmp_path / "deep.pt")
+    torch.save(dict(payload, config=dict(payload["config"], d_model=4096, n_layers=500)), tmp_path / "deep.pt")
     built = []
     monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
     with pytest.raises(CheckpointError, match="parameters and need about .* GB to load"):
         load_checkpoint(tmp_path / "deep.pt")
     assert built == []
+
+
+def test_a_narrow_model_with_millions_of_layers_is_refused_before_it_is_built(trained, tmp_path, monkeypatch):
+    payload = payload_of(trained[0])
+    narrow = dict(payload["config"], d_model=2, n_heads=1, d_ff=1, n_layers=9_000_000)   # under 1e9 parameters
+    torch.save(dict(payload, config=narrow), tmp_path / "narrow.pt")
+    built = []
+    monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
+    with pytest.raises(CheckpointError, match="9,000,000 layers; the course's tools stop at 1,000"):
+        load_checkpoint(tmp_path / "narrow.pt")
+    assert built == []
+
+
+def test_translate_buffers_a_bounded_number_of_lines(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["translate", "--checkpoint", "m.pt", "--batch-size", "1000000000"])
+    assert e.value.code == 2 and "must be at most 4,096" in capsys.readouterr().err
 
 
 def test_a_compressed_archive_is_refused_before_it_is_inflated(trained, tmp_path):
@@ -195,12 +235,13 @@ def test_a_compressed_archive_is_refused_before_it_is_inflated(trained, tmp_path
         load_checkpoint(bomb)
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--d-model", "1000000", "parameters and need about"), ("--d-ff", "99999999999999999999", "GB to train"),
-    ("--layers", "1000000", "stop at 1,000,000,000 parameters"), ("--threads", "100000", "use at most")])
-def test_absurd_sizes_are_one_line_errors_before_anything_is_read(option, value, message, tmp_path, capsys):
+@pytest.mark.parametrize("options, message", [
+    (["--d-model", "1000000"], "parameters and need about"), (["--d-ff", "99999999999999999999"], "GB to train"),
+    (["--layers", "1000000"], "stop at 1,000"), (["--threads", "100000"], "use at most"),
+    (["--d-model", "2", "--heads", "1", "--d-ff", "1", "--layers", "1000000"], "1,000,000 layers")])
+def test_absurd_sizes_are_one_line_errors_before_anything_is_read(options, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        cli.main(["train", "--data", str(tmp_path / "absent.txt"), "--out", str(tmp_path / "m.pt"), option, value])
+        cli.main(["train", "--data", str(tmp_path / "absent.txt"), "--out", str(tmp_path / "m.pt"), *options])
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
@@ -380,9 +421,10 @@ def test_after_a_stop_signal_further_signals_are_ignored_until_exit():
             os.kill(os.getpid(), signal.SIGHUP)               # a closed terminal stops the run like SIGTERM
             time.sleep(0.1)
         assert stop.reason == "SIGHUP" and guards.EXIT_STATUS["SIGHUP"] == 129
-        assert all(signal.getsignal(s) is signal.SIG_IGN for s in guards.STOP_SIGNALS)
-        os.kill(os.getpid(), signal.SIGINT)                   # a held Ctrl-C: nothing happens
-        time.sleep(0.1)
+        assert all(signal.getsignal(s) not in (previous[s], signal.SIG_DFL) for s in guards.STOP_SIGNALS)
+        for _ in range(2):                                    # a held Ctrl-C: nothing happens (a third would
+            os.kill(os.getpid(), signal.SIGINT)               # end the process, should its exit hang)
+            time.sleep(0.1)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

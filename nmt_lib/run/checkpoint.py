@@ -91,8 +91,9 @@ class Checkpoint:
 
 def read_payload(path: Path, device):
     """`torch.load` of a file `torch.save` wrote, after checking the archive: stored entries only (it never
-    compresses), whose declared sizes fit in the file, so that reading it takes no more memory than the
-    file's size (a small crafted archive could otherwise inflate to gigabytes)."""
+    compresses), whose declared sizes fit in the file, so that `torch.load` takes no more memory than the
+    file's size (a small crafted archive could otherwise inflate to gigabytes). What the weights then take
+    is bounded by the size ceiling (`sizes.check_model_size`), checked before the model is built."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()

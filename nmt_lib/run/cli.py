@@ -29,6 +29,7 @@ from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
         "precision": "auto"}                                           # and low precision where it is native
+MAX_BATCH = 4096          # translate buffers and decodes this many lines at most: its memory stays bounded
 SIZE_HINT = ": check --d-model, --d-ff, --layers and --vocab-size"
 RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "precision")  # a resumed run may change
 
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (tr, ev):
         p.add_argument("--checkpoint", required=True, help="checkpoint written by train")
         p.add_argument("--beam", type=positive, default=1, help="beam size, 1 for greedy (1)")
-        p.add_argument("--batch-size", type=positive, default=64, help="sentences decoded together (64)")
+        p.add_argument("--batch-size", type=number(int, minimum=1, maximum=MAX_BATCH), default=64,
+                       help=f"sentences decoded together, at most {MAX_BATCH:,} (64)")
     tr.add_argument("--tokenized", action="store_true", help="print tokens as the model writes them")
     ev.add_argument("--data", help="where the corpus is now, if it moved since training")
     ev.add_argument("--data-changed-ok", action="store_true", help="evaluate even if the corpus file differs "

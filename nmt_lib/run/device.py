@@ -62,8 +62,8 @@ def use_threads(threads: int | None = None) -> int:
         if int(threads) < 1:
             raise DeviceError(f"the number of threads must be at least 1, not {threads}")
         if int(threads) > max_threads():       # OpenMP aborts the process when it cannot start them all
-            raise DeviceError(f"{threads:,} threads are far more than this machine's {os.cpu_count()} CPUs; "
-                              f"use at most {max_threads()}")
+            raise DeviceError(f"{threads:,} threads are more than the course starts on this machine's "
+                              f"{os.cpu_count()} CPUs (four per CPU); use at most {max_threads()}")
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
 

@@ -103,19 +103,25 @@ def stop_on_signals(stop: StopRequest, announce):
     """Inside the block, SIGINT, SIGTERM and SIGHUP set `stop` (training finishes its update, saves and
     returns) instead of killing the process; `announce(name)` runs at the first one. Later signals change
     nothing, so a second Ctrl-C cannot interrupt the checkpoint being written; and once one has come, the
-    process is on its way out, so they stay ignored after the block too (a held Ctrl-C would otherwise
-    break into the interpreter's clean-up)."""
+    process is on its way out, so after the block two more are ignored too (a held Ctrl-C would otherwise
+    break into the interpreter's clean-up) and a third ends the process at once, should its exit hang."""
     def handler(signum, frame):
         if stop.reason is None:
             announce(signal.Signals(signum).name)
         stop(signum, frame)
 
+    def after(signum, frame):           # the run has stopped and saved: a third signal ends a stuck exit
+        after.count += 1
+        if after.count >= 3:
+            os._exit(EXIT_STATUS.get(stop.reason, EXIT_STATUS["SIGTERM"]))
+
+    after.count = 0
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield stop
     finally:
         for s, old in previous.items():
-            signal.signal(s, signal.SIG_IGN if stop.reason in SIGNAL_NAMES else old)
+            signal.signal(s, after if stop.reason in SIGNAL_NAMES else old)
 
 
 SIGNAL_NAMES = {s.name for s in STOP_SIGNALS}

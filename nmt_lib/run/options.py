@@ -7,8 +7,8 @@ import typing
 from dataclasses import fields
 
 
-def number(kind, optional: bool = False, minimum=None):
-    """An argparse type: a finite `kind` (int or float), at least `minimum`; 'none' when `optional`."""
+def number(kind, optional: bool = False, minimum=None, maximum=None):
+    """An argparse type: a finite `kind` (int or float) from `minimum` to `maximum`; 'none' when `optional`."""
     def parse(text):
         if optional and text.lower() == "none":
             return None
@@ -21,6 +21,8 @@ def number(kind, optional: bool = False, minimum=None):
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:,}, got {text}")
         return value
     return parse
 

@@ -1,5 +1,5 @@
 """What a Transformer costs before it exists: its parameters counted from the config by arithmetic, the
-memory they take, and the ceiling the tools hold to. A size typed by mistake (`--d-model 1000000`) or
+memory they take, and the ceilings the tools hold to (parameters, and layers). A size typed by mistake (`--d-model 1000000`) or
 read from a crafted checkpoint (`n_layers = 10**7`) is refused in one line, before any memory is taken.
 """
 import os
@@ -7,6 +7,7 @@ from dataclasses import fields
 from typing import get_args, get_type_hints
 
 MAX_PARAMETERS = 1_000_000_000        # the tools' ceiling: 4 GB of fp32 weights, about 16 GB to train
+MAX_LAYERS = 1_000                    # each block costs Python objects (about 200 KB) whatever its width
 BYTES_TO_TRAIN = 16                   # per parameter: fp32 weights, gradients and Adam's two moments
 BYTES_TO_RUN = 4                      # per parameter: fp32 weights
 
@@ -40,7 +41,11 @@ def gigabytes(n: float) -> str:
 
 def check_model_size(config: dict, *, training: bool, what: str = "the model", hint: str = "") -> int:
     """The parameter count of the Transformer `config` (a dict of `TransformerConfig` fields) describes;
-    `ValueError` naming the estimated memory when it passes `MAX_PARAMETERS` or this machine's memory."""
+    `ValueError` naming the estimated memory when it passes `MAX_PARAMETERS` or this machine's memory,
+    or when it has more than `MAX_LAYERS` layers."""
+    if config["n_layers"] > MAX_LAYERS:
+        raise ValueError(f"{what} would have {config['n_layers']:,} layers; the course's tools stop at "
+                         f"{MAX_LAYERS:,} (each layer's modules take memory whatever their width){hint}")
     n = transformer_parameters(**config)
     need = n * (BYTES_TO_TRAIN if training else BYTES_TO_RUN)
     task = "to train" if training else "to load"

@@ -77,11 +77,24 @@ def restore(progress: dict, resume: dict, optimizer, schedule, scaler, settings:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"the checkpoint's schedule entry is damaged ({first_line(e)})") from None
     if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
-        try:
-            scaler.load_state_dict(resume["scaler"])
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-            raise CheckpointError(f"the checkpoint's scaler entry is damaged ({first_line(e)})") from None
+        scaler.load_state_dict(check_scaler(resume["scaler"]))
     return progress
+
+
+def check_scaler(state) -> dict:
+    """A checkpoint's fp16 loss-scaler state, its fields checked (`GradScaler` takes any values, and a
+    damaged one would fail only at the first update); `CheckpointError` naming the damaged ones."""
+    if not isinstance(state, dict):
+        raise CheckpointError("the checkpoint's scaler entry is damaged (not a mapping)")
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)
+    rules = {"scale": lambda v: number(v) and v > 0, "growth_factor": lambda v: number(v) and v > 1,
+             "backoff_factor": lambda v: number(v) and 0 < v < 1, "growth_interval": lambda v: whole(v) and v > 0,
+             "_growth_tracker": lambda v: whole(v) and v >= 0}
+    wrong = [name for name, fits in rules.items() if not fits(state.get(name))]
+    if wrong:
+        raise CheckpointError(f"the checkpoint's scaler entry is damaged (its {', '.join(wrong)})")
+    return state
 
 
 def check_progress(progress) -> dict:
@@ -182,6 +195,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
             save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
                             optimizer=optimizer, schedule=schedule, scaler=scaler if scaler.is_enabled() else None,
                             **(save_kwargs or {}))
+        if checkpoint is not None:                   # every rank knows what rank 0's checkpoint holds
             saved_at = progress["step"]
 
     def stop_reason():
