@@ -38,9 +38,9 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
         batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    for i in keep:
+    for i in keep if warn is not None else ():           # tokenizing to count costs time: only to warn
         tokens = len(ckpt.src_vocab.split(preprocess(lines[i])))
-        if tokens > max_src and warn is not None:
+        if tokens > max_src:
             warn(f"line {first + i:,} has {tokens:,} tokens, more than the model's {max_src:,}: "
                  f"only its first {max_src:,} were translated")
     with warnings.catch_warnings():                       # said above, line by line
