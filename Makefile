@@ -55,7 +55,7 @@ $(MATHJAX)/tex-chtml.js:
 
 book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	rm -rf build/book-src && mkdir -p build/book-src/_static
-	cp book/conf.py book/index.md book/teachers.md notebooks/*.ipynb build/book-src/
+	cp book/conf.py book/*.md notebooks/*.ipynb build/book-src/
 	mkdir -p build/book-src/solutions && cp solutions/*.ipynb build/book-src/solutions/
 	cp -r $(MATHJAX) build/book-src/_static/mathjax
 	$(BIN)/sphinx-build -b html -q build/book-src build/book
@@ -71,8 +71,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 
 # The fault-injection tests of `make test` (20 SIGKILLs, SIGINTs), with many more faults: about 3 minutes.
+# Its figures go to records/soak.json, which the book's command-line page renders.
 soak: $(STAMP)
-	NMT_SOAK_FAULTS=$${NMT_SOAK_FAULTS:-300} $(BIN)/python -m pytest tests/test_faults.py -s
+	rm -f records/soak.json
+	NMT_SOAK_FAULTS=$${NMT_SOAK_FAULTS:-300} NMT_SOAK_RECORD=records/soak.json $(BIN)/python -m pytest tests/test_faults.py -s
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests

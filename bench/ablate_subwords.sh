@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 19's ablation (README: "What each change buys") at chapter 7's scale: the first 40,000 pairs of fra.txt (min_freq 3 for words), 2 + 2 layers,
+# Issue 19's ablation (the book's Results page: "What each change buys") at chapter 7's scale: the first 40,000 pairs of fra.txt (min_freq 3 for words), 2 + 2 layers,
 # 4 epochs (about 370-450 updates of 2,000 target tokens, warm-up 100), one thread, one run at a time (beside the main run); greedy sacreBLEU on the distinct sentences of the validation split.
 cd "$(dirname "$0")/.."   # the repository root; checkpoints and logs go to runs/
 COMMON="--max-pairs 40000 --min-freq 3 --layers 2 --heads 4 --warmup 100 --threads 1 --checkpoint-every 0 --progress none"
@@ -8,7 +8,8 @@ run() {
   start=$(date +%s)
   .venv/bin/python -m nmt_lib train $COMMON --epochs $epochs "$@" --out runs/ab-$name.pt >> runs/ab-$name.log 2>&1
   end=$(date +%s)
-  .venv/bin/python -m nmt_lib evaluate --checkpoint runs/ab-$name.pt --split valid --threads 1 >> runs/ab-$name.log 2>&1
+  .venv/bin/python -m nmt_lib evaluate --checkpoint runs/ab-$name.pt --split valid --threads 1 \
+    --record runs/ab-$name.json >> runs/ab-$name.log 2>&1
   echo "RESULT $name epochs=$epochs train_seconds=$((end - start)) $*" >> runs/ab-$name.log
 }
 mkdir -p runs && rm -f runs/ab-*

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the course trains and decodes, against a d2l-style baseline and torch.nn.Transformer.
 
-    python bench/bench.py                      # the full benchmark (about 8 minutes on 2 CPU cores)
+    python bench/bench.py                      # the full benchmark (about 10 minutes on 2 CPU cores)
     python bench/bench.py --rounds 2 --steps 2 --decode-sentences 40 --skip-nbval   # a smoke run
 
 Each comparison runs its contenders alternately, in this one process, on the same batches, for
@@ -38,12 +38,11 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -56,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.data import NMTData, collate  # noqa: E402
 from nmt_lib.run.device import autocast_dtype  # noqa: E402
+from nmt_lib.run.records import write_record  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
 from nmt_lib.fast import linear_cross_entropy, sliced_batch_loss, token_features, use_fast_dropout  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
@@ -360,7 +360,8 @@ def decoding_model(args, report):
     if path.is_file():
         ckpt = load_checkpoint(path)
         corpus = ParallelCorpus.from_settings(ckpt.payload["data"]).use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
-        return ckpt.model, corpus, f"checkpoint {path} ({ckpt.step:,} updates)", path
+        shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+        return ckpt.model, corpus, f"the checkpoint {shown} ({ckpt.step:,} updates)", path
     report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
@@ -369,7 +370,7 @@ def decoding_model(args, report):
                                         fused_adam=True, fast_dropout=True), report="none")
     path = ROOT / "build" / "bench-fallback.pt"
     save_checkpoint(path, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
-    return model, corpus, f"a d_model-128 model trained here for {args.fallback_steps} updates", path
+    return model, corpus, f"a d_model-128, 2 + 2-layer model trained here for {args.fallback_steps} updates (no published checkpoint)", path
 
 
 # Peak memory must be counted from a small parent: Linux's ru_maxrss includes the image a child is forked
@@ -483,7 +484,7 @@ def main(argv=None):
     parser.add_argument("--decode-sentences", type=int, default=500, help="held-out sentences to decode (500)")
     parser.add_argument("--decode-rounds", type=int, default=5, help="decoding rounds (5)")
     parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "full.pt"),
-                        help="model for the decoding benchmark (default: the README's published run)")
+                        help="model for the decoding benchmark (default: the published word-level run of the book's Results page)")
     parser.add_argument("--fallback-steps", type=int, default=600, help="updates to train when there is no checkpoint")
     parser.add_argument("--bf16", action="store_true", help="add the bf16 contenders even where this CPU only "
                         "emulates bf16 (slow; for checking the code path)")
@@ -507,17 +508,11 @@ def main(argv=None):
         "mfu_course": train["course"]["mfu"],
         "training": train, "decoding": decode,
         "notebook_wall_s_learner_mode": notebooks, "nbval_quick_wall_s": nbval,
-        "machine": {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine(), "dtype": "float32"},
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "threads": torch.get_num_threads(), "dtype": "float32",
         "bench_seconds": time.perf_counter() - started,
         "command": " ".join(["python", "bench/bench.py", *(argv if argv is not None else sys.argv[1:])]),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    out = write_record(args.out, result)               # stamped with the date, the CPU and torch's version
 
     t = train
     print(f"\nTraining, target tokens/s (median of {t['rounds']} rounds x {t['batches_per_round']} batches of "

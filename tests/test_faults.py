@@ -4,6 +4,7 @@ SIGKILL at random moments, and while a checkpoint is being written: afterwards t
 one, always loads, and --resume finishes the run. SIGINT at random moments: resuming gives the very weights
 of a run that never stopped. `make soak` runs the same with many more faults (NMT_SOAK_FAULTS).
 """
+import json
 import multiprocessing as mp
 import os
 import random
@@ -17,10 +18,20 @@ import torch
 
 from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
+from nmt_lib.run.records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = int(os.environ.get("NMT_SOAK_FAULTS", "20"))
 STEPS = 30
+RECORD = os.environ.get("NMT_SOAK_RECORD")      # `make soak` keeps its figures there, for the book
+
+
+def record(section: str, figures: dict):
+    """Add this test's figures to the soak record, when one is asked for."""
+    if RECORD:
+        path = Path(RECORD)
+        kept = json.loads(path.read_text()) if path.exists() else {"kind": "soak", "command": "make soak"}
+        write_record(path, {**kept, section: figures})
 
 
 def train_args(data, out, resume: bool):
@@ -108,6 +119,7 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
     child.join(timeout=120)
     assert child.exitcode == 0 and load_checkpoint(out).step == STEPS and not temporary_files(out)
     assert during_writes >= FAULTS // 4 and loaded >= FAULTS // 2, (during_writes, loaded)
+    record("sigkill", {"kills": kills, "during_writes": during_writes, "loaded": loaded})
     print(f"{kills} SIGKILLs ({during_writes} while a checkpoint was being written): the checkpoint loaded after "
           f"each of the {loaded} kills that found one, and --resume finished the run")
 
@@ -146,5 +158,6 @@ def test_interrupted_at_random_moments_resume_gives_the_weights_of_a_run_that_ne
     child.join(timeout=120)
     assert child.exitcode == 0
     finished_like_the_straight_run(out)
+    record("sigint", {"interrupts": interrupts, "runs": runs + 1, "finished": finished + 1})
     print(f"{interrupts} SIGINTs over {runs + 1} runs; each of the {finished + 1} finished runs ended with the "
           f"weights of a run that never stopped, bit for bit")

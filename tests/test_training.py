@@ -1,6 +1,7 @@
 """nmt_lib.training, checkpoint, corpus and cli: schedule, label smoothing, accumulation, the two loss
 paths, checkpoints, resume and the command-line tools."""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -324,13 +325,23 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     out = cli_run("translate", "--checkpoint", ckpt, "--tokenized", stdin="I am tired.\n" * 3)
     assert out.returncode == 0 and len(set(out.stdout.split("\n")[:-1])) == 1 and out.stdout.count("\n") == 3
 
-    out = cli_run("evaluate", "--checkpoint", ckpt)
+    record = tmp_path / "records" / "de.json"
+    out = cli_run("evaluate", "--checkpoint", ckpt, "--record", record)
     assert out.returncode == 0, out.stderr
     assert "signature: nrefs:" in out.stdout and "case:lc" in out.stdout and "tok:13a" in out.stdout
     assert "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout        # chrF beside BLEU, with its signature
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
     expected = evaluate_checkpoint(load_checkpoint(ckpt))      # the library's score, in this process
     assert score == pytest.approx(expected["sacrebleu"], abs=0.005) and f"{expected['sentences']:,} distinct sentences" in out.stdout
+    # --record: the same scores as JSON, with what they are the scores of and where they were made
+    saved = json.loads(record.read_text())
+    assert saved["sacrebleu"] == pytest.approx(score, abs=0.005) and saved["signature"] in out.stdout
+    assert saved["training"]["updates"] == 6 and saved["data"]["file"] == "deu.txt" and "path" not in saved["data"]
+    assert saved["model"]["parameters"] == sum(p.numel() for p in load_checkpoint(ckpt).model.parameters())
+    assert saved["command"].endswith(f"--record {record}") and saved["machine"]["cpu"] and saved["recorded"]
+    out = cli_run("evaluate", "--checkpoint", ckpt, "--record", tmp_path)     # a folder: refused before evaluating
+    assert out.returncode == 1 and "the record" in out.stderr and "is a folder" in out.stderr
+    assert "BLEU" not in out.stdout
 
 
 @pytest.mark.parametrize("args, status, message", [

@@ -10,7 +10,6 @@ Notebooks report their key numbers with `nmt_lib.run.course.headline(name, value
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from render_tables import figure              # the README's format, so both show a figure alike
+from nmt_lib.run.records import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,19 +51,6 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
                                  "mode": "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"}
     nbformat.write(nb, dst)
     return wall, error, numbers
-
-
-def cpu_name() -> str:
-    """This CPU's model and its widest vector unit, e.g. 'AMD EPYC 9R14 (AVX-512 BF16), 2 cores'."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    unit = ("AVX-512 BF16" if "avx512_bf16" in flags else "AVX-512" if "avx512f" in flags else
-            "AVX2" if "avx2" in flags else None)
-    return f"{model}{f' ({unit})' if unit else ''}, {os.cpu_count()} cores"
 
 
 def main(argv=None):

@@ -44,8 +44,9 @@ def temporary_files(path) -> list[Path]:
     return [p for p in path.parent.glob(f".{path.name}.*.tmp") if own.fullmatch(p.name)]
 
 
-def atomic_save(obj, path) -> Path:
-    """`torch.save(obj)` to `path` all at once: a temporary file beside it, then a rename over it.
+def atomic_save(obj, path, write=None) -> Path:
+    """`write(obj, file)` (`torch.save` by default) to `path` all at once: a temporary file beside it, then a
+    rename over it.
 
     A write that fails (a full disk) raises `SaveError` in one line; `path` is then left as it was."""
     path = Path(path)
@@ -56,7 +57,7 @@ def atomic_save(obj, path) -> Path:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)        # as open() would create it, not the temporary file's 0600
-        torch.save(obj, tmp)
+        (write or torch.save)(obj, tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:     # torch.save reports a failed write as a RuntimeError
         full = getattr(e, "errno", None) == errno.ENOSPC or disk_is_full(path.parent)

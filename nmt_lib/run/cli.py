@@ -4,7 +4,9 @@ code share one set of defaults; the tools switch chapter 10's speed-ups on."""
 import argparse
 import math
 import os
+import shlex
 import sys
+import time
 import warnings
 from contextlib import nullcontext
 from dataclasses import asdict, fields
@@ -18,6 +20,7 @@ from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
 from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
+from nmt_lib.run.records import evaluation_record, write_record
 from nmt_lib.run.options import add_settings, given, number, option
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.stdio import OutputError, stdin_batches, write_out
@@ -73,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                        f"({MEMORY_BUDGET})")
     ev.add_argument("--split", choices=["test", "valid"], default="test")
     ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
+    ev.add_argument("--record", metavar="FILE", help="also write the scores, with the model, data and training "
+                    "they belong to and the machine, as JSON to FILE (the book's results are rendered from these)")
     for p in (t, tr, ev):
         p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: $NMT_DEVICE, else a GPU if there is one)")
         p.add_argument("--threads", type=positive, help="CPU threads for PyTorch (default: $NMT_THREADS, else all cores)")
@@ -229,6 +234,8 @@ def evaluate_command(args, parser) -> int:
     if sys.stdout is None:
         raise ValueError("standard output is closed: there is nowhere to write the scores")
     ckpt = load_checkpoint(args.checkpoint, device=args.device)
+    record = check_writable(args.record, "record", "--record") if args.record else None   # fails now, not after
+    started = time.perf_counter()
     r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
                             batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
                             memory_budget=args.memory_budget)
@@ -241,6 +248,10 @@ def evaluate_command(args, parser) -> int:
         unknown, r["score_line"], f"signature: {r['signature']}",
         f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})",
         f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}"]))
+    if record:
+        command = " ".join(["python -m nmt_lib", *map(shlex.quote, args.argv)])
+        write_record(record, evaluation_record(ckpt, r, command=command,
+                                                    seconds=time.perf_counter() - started))
     return 0
 
 
@@ -250,6 +261,7 @@ def main(argv=None) -> int:
         sys.stderr = open(os.devnull, "w")
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command}[args.command]
     name = f"{parser.prog} {args.command}"
     try:

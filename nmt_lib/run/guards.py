@@ -16,28 +16,29 @@ from nmt_lib.run.checkpoint import CheckpointError
 EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}    # 128 + the signal's number, as shells report a killed program
 
 
-def check_writable(path) -> Path:
-    """The checkpoint file `path` names, with symbolic links resolved (the lock and the write then go to
-    the file itself). Fails now, not at the first checkpoint, if it cannot be written: the folder is made
-    if it is missing, and a probe file is created and removed in it."""
+def check_writable(path, what: str = "checkpoint", option: str = "--out") -> Path:
+    """The file `path` names (the checkpoint, or what `what` says), with symbolic links resolved (the lock and
+    the write then go to the file itself). Fails now, not at the first write, if it cannot be written: the
+    folder is made if it is missing, and a probe file is created and removed in it."""
+    example = "model.pt" if what == "checkpoint" else "file.json"
     if str(path).endswith(("/", os.sep)):
-        raise CheckpointError(f"--out {path} ends with a slash, which names a folder; give a file name, "
-                              f"e.g. {Path(path) / 'model.pt'}")
+        raise CheckpointError(f"{option} {path} ends with a slash, which names a folder; give a file name, "
+                              f"e.g. {Path(path) / example}")
     path = Path(path).expanduser().resolve()
     if path.is_dir():
-        raise CheckpointError(f"the checkpoint {path} is a folder; give a file name, e.g. {path / 'model.pt'}")
+        raise CheckpointError(f"the {what} {path} is a folder; give a file name, e.g. {path / example}")
     if path.exists() and not path.is_file():
-        raise CheckpointError(f"the checkpoint {path} exists and is not a regular file (a device or a pipe); "
+        raise CheckpointError(f"the {what} {path} exists and is not a regular file (a device or a pipe); "
                               "give a file name")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        raise CheckpointError(f"cannot write the checkpoint {path}: {blocker} is a file, not a folder")
+        raise CheckpointError(f"cannot write the {what} {path}: {blocker} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
             pass
     except OSError as e:
-        raise CheckpointError(f"cannot write the checkpoint {path}: {e.strerror or e}") from None
+        raise CheckpointError(f"cannot write the {what} {path}: {e.strerror or e}") from None
     return path
 
 
