@@ -327,7 +327,9 @@ def test_book_reads_offline_with_math_and_images(page):
         chapters_end = titles.index("10. Making it fast") + 1
         assert titles[chapters_end].startswith("11. The decoder alone"), titles     # then the solutions follow
         assert titles[-1].replace("\u2019", "'") == "Teacher's guide"            # Sphinx curls the apostrophe
-        assert titles[-2].startswith("Solutions to chapter 11"), titles
+        records = ["Results", "Benchmarks", "The command-line tools", "How the repository works"]
+        assert titles[-5:-1] == records, titles                   # the record pages, before the guide
+        assert titles[-6].startswith("Solutions to chapter 11"), titles
         subwords = next(i for i, t in enumerate(titles) if t.startswith("8b."))   # after 8, before 9
         assert titles[subwords - 1].startswith("8.") and titles[subwords + 1].startswith("9."), titles
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -337,6 +339,12 @@ def test_book_reads_offline_with_math_and_images(page):
             page.goto(f"{url}/{href}")
             first = page.evaluate("() => document.querySelector('article').querySelector('h1, div.cell').tagName")
             assert first == "H1", f"{href} shows a code cell above its title"
+
+        for name in ("results", "benchmarks"):                    # their tables, rendered from the records
+            page.goto(f"{url}/{name}.html")
+            assert page.locator("article table").count() >= 1, f"{name}.html shows no table"
+        page.goto(f"{url}/command-line.html")
+        assert "SIGKILLs" in page.locator("article").inner_text()     # the soak record, rendered
 
         page.goto(f"{url}/03_scoring.html")
         # MathJax (served from _static/mathjax) turns each formula into an mjx-container.

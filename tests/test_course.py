@@ -113,29 +113,60 @@ def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
     assert stale == [], "run python tools/render_tables.py"
 
 
-def test_a_quoted_figure_that_its_notebook_does_not_show_is_caught(tmp_path):
+def copy_sources(root, tmp_path):
+    """The notebooks, the records and every page with rendered tables, copied under tmp_path."""
     import shutil
 
+    for folder in ("notebooks", "records", "bench/results", "book"):
+        (tmp_path / folder).mkdir(parents=True)
+    for pattern in ("notebooks/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "README.md"):
+        for path in root.glob(pattern):
+            shutil.copy(path, tmp_path / path.relative_to(root))
+
+
+def test_a_quoted_figure_that_its_notebook_or_record_does_not_show_is_caught(tmp_path):
     import render_tables
 
-    root = render_tables.ROOT
-    (tmp_path / "notebooks").mkdir()
-    for notebook in (root / "notebooks").glob("*.ipynb"):
-        shutil.copy(notebook, tmp_path / "notebooks")
-    (tmp_path / "book").mkdir()
-    for name in ("README.md", "book/teachers.md"):
-        shutil.copy(root / name, tmp_path / name)
+    copy_sources(render_tables.ROOT, tmp_path)
     assert all(now == new for now, new in render_tables.render(tmp_path).values())
-    for stem, change in [("07_transformer", lambda h: h[0].update(value=h[0]["value"] + 1.0)),    # a headline
-                         ("08_evaluation", lambda h: h[-1]["rows"][0].__setitem__(1, 99.9))]:     # a table's cell
-        path = tmp_path / "notebooks" / f"{stem}.ipynb"
-        nb = json.loads(path.read_text())
+
+    def headlines(nb):
+        return nb["metadata"]["nmt_course"]["headlines"]
+
+    changes = [  # (file, how its figure changes, the pages that must notice)
+        ("notebooks/07_transformer.ipynb", lambda nb: headlines(nb)[0].update(value=headlines(nb)[0]["value"] + 1.0),
+         {"README.md", "book/results.md"}),                                             # a headline
+        ("notebooks/08_evaluation.ipynb", lambda nb: headlines(nb)[-1]["rows"][0].__setitem__(1, 99.9),
+         {"README.md", "book/results.md"}),                                             # a table's cell
+        ("records/published-subwords.json", lambda r: r["evaluations"][-1].update(sacrebleu=12.3),
+         {"README.md", "book/results.md"}),                                             # a published score
+        ("records/ablation-subwords.json", lambda r: r["rows"][0].__setitem__(2, "1.0"), {"book/results.md"}),
+        ("bench/results/latest.json", lambda r: r["training"].update(ratio_train_vs_d2l=0.5), {"book/benchmarks.md"}),
+        ("records/soak.json", lambda r: r["sigkill"].update(kills=7), {"book/command-line.md"}),
+    ]
+    for name, change, pages in changes:
+        path = tmp_path / name
         before = path.read_text()
-        change(nb["metadata"]["nmt_course"]["headlines"])       # the notebook now shows another figure
-        path.write_text(json.dumps(nb))
-        changed = {name for name, (now, new) in render_tables.render(tmp_path).items() if now != new}
-        assert changed == {"README.md"}
+        data = json.loads(before)
+        change(data)                                            # the source now holds another figure
+        path.write_text(json.dumps(data))
+        changed = {page for page, (now, new) in render_tables.render(tmp_path).items() if now != new}
+        assert changed == pages, name
         path.write_text(before)
+
+
+def test_a_missing_record_or_chapter_line_is_a_one_line_error(tmp_path):
+    import render_tables
+
+    copy_sources(render_tables.ROOT, tmp_path)
+    (tmp_path / "records" / "soak.json").unlink()
+    with pytest.raises(SystemExit, match="records/soak.json is missing"):
+        render_tables.render(tmp_path)
+    (tmp_path / "records" / "soak.json").write_text((render_tables.ROOT / "records" / "soak.json").read_text())
+    path = tmp_path / "notebooks" / "06_positional.ipynb"
+    path.write_text(path.read_text().replace("**In this chapter:**", "In this chapter:"))
+    with pytest.raises(SystemExit, match="06_positional.ipynb has no '\\*\\*In this chapter:\\*\\* ...' line"):
+        render_tables.render(tmp_path)
 
 
 def test_record_table_keeps_the_columns_in_order_and_whole_numbers_whole(monkeypatch, tmp_path):
