@@ -37,13 +37,15 @@ def save_figure(fig, name: str):
     return path
 
 
-def headline(name: str, value):
-    """Record a headline number for `make course`'s summary table; return `value` unchanged."""
+def headline(name: str, value, key: bool = False):
+    """Record a headline number for `make course`'s summary table and the book; return `value` unchanged.
+
+    `key=True` marks the figures the README's one-line chapter table shows (by default, all of a chapter's)."""
     path = os.environ.get(HEADLINE_ENV)
     if path:
         recorded = round(value, 4) if isinstance(value, float) else value
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"name": name, "value": recorded}) + "\n")
+            f.write(json.dumps({"name": name, "value": recorded, **({"key": True} if key else {})}) + "\n")
     return value
 
 
