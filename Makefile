@@ -1,4 +1,5 @@
-# make course: set up .venv, run every chapter in build/, save figures, print a summary table.
+# make course: set up .venv, run every chapter in build/, save figures, print a summary table, build the book.
+# make solutions: run the exercises' solutions notebooks the same way.
 # make test:   set up .venv, check nmt_lib/ against the notebooks, ruff, unit tests, nbval (quick mode),
 #              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 
-.PHONY: setup course test test-latest unit quick nbval lab export notebooks clean book chromium bench soak
+.PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -26,6 +27,10 @@ setup: $(STAMP)
 course: $(STAMP)
 	$(BIN)/python tools/run_course.py
 	$(MAKE) book
+
+# The exercises' solutions, executed like the chapters (copies in build/course/solutions/).
+solutions: $(STAMP)
+	$(BIN)/python tools/run_course.py --solutions
 
 test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
@@ -92,9 +97,10 @@ lab: $(STAMP)
 export:
 	python3 tools/export_lib.py
 
-# For maintainers: re-execute the committed notebooks in place, in learner mode, before committing.
+# For maintainers: re-execute the committed notebooks (chapters and solutions) in place, in learner mode,
+# before committing.
 notebooks: $(STAMP)
-	$(BIN)/python tools/run_course.py --inplace
+	$(BIN)/python tools/run_course.py --inplace --all
 	$(BIN)/python tools/render_tables.py
 
 clean:

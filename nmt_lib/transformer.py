@@ -20,16 +20,32 @@ from nmt_lib.model_helpers import eval_mode
 from nmt_lib.seq2seq import EncoderDecoder
 
 
-def check_sizes(cfg, names):
-    """What every Transformer configuration needs: the named sizes positive, d_model even and a
-    multiple of n_heads, dropout in [0, 1). Raises ValueError naming the setting."""
-    for name in names:
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be positive, got {getattr(cfg, name)}")
-    if cfg.d_model % cfg.n_heads or cfg.d_model % 2:
-        raise ValueError(f"d_model ({cfg.d_model}) must be even and a multiple of n_heads ({cfg.n_heads})")
-    if not 0 <= cfg.dropout < 1:
-        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+class PositionWiseFFN(nn.Module):
+    """Linear -> ReLU -> dropout -> Linear, applied to each position: (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(d_ff, d_model))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Residual(nn.Module):
+    """x + dropout(sublayer(...)) with layer norm after (post-norm) or before (pre-norm) the sublayer."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), nn.Dropout(dropout), norm_first
+
+    def forward(self, x, sublayer):
+        """`sublayer(y)` returns (output, extra); this returns (new x, extra)."""
+        if self.norm_first:
+            out, extra = sublayer(self.norm(x))
+            return x + self.dropout(out), extra
+        out, extra = sublayer(x)
+        return self.norm(x + self.dropout(out)), extra
 
 
 @dataclass(frozen=True)
@@ -58,32 +74,16 @@ class TransformerConfig:
                              f"got {self.max_len:,}")
 
 
-class PositionWiseFFN(nn.Module):
-    """Linear -> ReLU -> dropout -> Linear, applied to each position: (B, T, D) -> (B, T, D)."""
-
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(d_ff, d_model))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-class Residual(nn.Module):
-    """x + dropout(sublayer(...)) with layer norm after (post-norm) or before (pre-norm) the sublayer."""
-
-    def __init__(self, d_model: int, dropout: float, norm_first: bool):
-        super().__init__()
-        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), nn.Dropout(dropout), norm_first
-
-    def forward(self, x, sublayer):
-        """`sublayer(y)` returns (output, extra); this returns (new x, extra)."""
-        if self.norm_first:
-            out, extra = sublayer(self.norm(x))
-            return x + self.dropout(out), extra
-        out, extra = sublayer(x)
-        return self.norm(x + self.dropout(out)), extra
+def check_sizes(cfg, names):
+    """What every Transformer configuration needs: the named sizes positive, d_model even and a
+    multiple of n_heads, dropout in [0, 1). Raises ValueError naming the setting."""
+    for name in names:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be positive, got {getattr(cfg, name)}")
+    if cfg.d_model % cfg.n_heads or cfg.d_model % 2:
+        raise ValueError(f"d_model ({cfg.d_model}) must be even and a multiple of n_heads ({cfg.n_heads})")
+    if not 0 <= cfg.dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
 
 
 class EncoderBlock(nn.Module):

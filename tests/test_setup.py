@@ -53,6 +53,19 @@ def test_make_course_runs_every_chapter_then_builds_the_book():
         any(c.startswith(".venv/bin/sphinx-build") for c in commands[course + 1:])
 
 
+def test_make_course_runs_the_chapters_and_make_solutions_the_solutions():
+    import run_course
+
+    assert ".venv/bin/python tools/run_course.py" in make_dry_run("course")
+    assert ".venv/bin/python tools/run_course.py --solutions" in make_dry_run("solutions")
+    assert ".venv/bin/python tools/run_course.py --inplace --all" in make_dry_run("notebooks")
+    chapters, solutions = sorted((ROOT / "notebooks").glob("*.ipynb")), sorted((ROOT / "solutions").glob("*.ipynb"))
+    assert run_course.chosen() == (("notebooks",), chapters)
+    assert run_course.chosen(solutions=True) == (("solutions",), solutions)
+    assert run_course.chosen(everything=True)[1] == chapters + solutions
+    assert run_course.chosen("01", everything=True)[1] == [ROOT / "notebooks/01_data.ipynb", ROOT / "solutions/01_data.ipynb"]
+
+
 def test_ci_runs_both_stacks_with_the_shared_data(tmp_path):
     import os
     import subprocess

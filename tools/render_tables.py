@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"README.md": ("chapter-table", "results-table"),
-          "book/teachers.md": ("chapter-times",),
+          "book/teachers.md": ("chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "published-subwords", "published-words", "ablation-subwords",
                               "chapter-figures"),
           "book/benchmarks.md": ("benchmark",),
@@ -119,8 +119,8 @@ def figures_table(chapters: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def guide_table(chapters: list[dict]) -> str:
-    rows = ["| chapter | time (learner mode) | executed on |", "|---|---:|---|"]
+def guide_table(chapters: list[dict], heading: str = "chapter") -> str:
+    rows = [f"| {heading} | time (learner mode) | executed on |", "|---|---:|---|"]
     rows += [f"| {ch['title']} | {duration(ch['wall'])} | {ran_on(ch)} |" for ch in chapters]
     return "\n".join(rows)
 
@@ -277,7 +277,9 @@ def rendered(text: str, marker: str, table: str, name: str) -> str:
 def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     """For each file with a table: (its text now, its text with the tables rendered from the notebooks)."""
     chapters = [chapter(p) for p in sorted((root / "notebooks").glob("*.ipynb"))]
+    solutions = [chapter(p) for p in sorted((root / "solutions").glob("*.ipynb"))]
     tables = {"chapter-table": lambda: readme_table(chapters), "chapter-times": lambda: guide_table(chapters),
+              "solution-times": lambda: guide_table(solutions, "solutions notebook"),
               "results-table": lambda: headline_results(chapters, root),
               "learner-results": lambda: results_table(chapters),
               "chapter-figures": lambda: figures_table(chapters),

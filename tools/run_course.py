@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Execute every chapter in order, then the solutions notebooks, headless, and print a table of wall times and headline numbers.
+"""Execute the chapters in order (or the solutions notebooks), headless, and print a table of wall times and
+headline numbers.
 
-    python tools/run_course.py              # copies run in build/course/, figures to figures/
-    python tools/run_course.py --inplace    # re-execute notebooks/ itself (to commit outputs)
-    python tools/run_course.py --only 01    # notebooks whose folder/name contains "01" (--only solutions/)
+    python tools/run_course.py              # the chapters: copies run in build/course/, figures to figures/
+    python tools/run_course.py --solutions  # the solutions notebooks instead (make solutions)
+    python tools/run_course.py --all        # the chapters, then the solutions
+    python tools/run_course.py --inplace    # re-execute the notebooks themselves (to commit outputs)
+    python tools/run_course.py --only 01    # those whose folder/name contains "01"
 
 Notebooks report their key numbers with `nmt_lib.run.course.headline(name, value)`.
 """
@@ -53,10 +56,20 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
     return wall, error, numbers
 
 
+def chosen(only: str = "", *, solutions: bool = False, everything: bool = False) -> tuple[tuple, list[Path]]:
+    """The folders to run (the chapters by default) and their notebooks whose folder/name contains `only`."""
+    folders = ("notebooks", "solutions") if everything else ("solutions",) if solutions else ("notebooks",)
+    return folders, [p for folder in folders for p in sorted((ROOT / folder).glob("*.ipynb"))
+                     if only in f"{folder}/{p.name}"]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inplace", action="store_true", help="write outputs back into notebooks/")
-    parser.add_argument("--only", default="", help="run only chapters whose file name contains this")
+    parser.add_argument("--only", default="", help="run only notebooks whose folder/name contains this")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--solutions", action="store_true", help="run the solutions notebooks instead of the chapters")
+    which.add_argument("--all", action="store_true", help="run the chapters, then the solutions notebooks")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
 
@@ -65,12 +78,12 @@ def main(argv=None):
     os.environ.setdefault("NMT_FIG_DIR", str(ROOT / "figures"))
     # Nobody watches a headless kernel: progress bars would only leave stale widgets in the outputs.
     os.environ["TQDM_DISABLE"] = "1"
-    chapters = [p for folder in ("notebooks", "solutions") for p in sorted((ROOT / folder).glob("*.ipynb"))
-                if args.only in f"{folder}/{p.name}"]
+    folders, chapters = chosen(args.only, solutions=args.solutions, everything=args.all)
     if not chapters:
-        sys.exit(f"run_course: no notebook in notebooks/ matches {args.only!r}")
+        sys.exit(f"run_course: no notebook in {' or '.join(f + '/' for f in folders)} matches {args.only!r}")
     mode = "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"
-    print(f"Running {len(chapters)} chapters in {mode} mode; figures go to {os.environ['NMT_FIG_DIR']}", flush=True)
+    what = {("notebooks",): "chapters", ("solutions",): "solutions notebooks"}.get(folders, "notebooks")
+    print(f"Running {len(chapters)} {what} in {mode} mode; figures go to {os.environ['NMT_FIG_DIR']}", flush=True)
 
     rows, failed = [], []
     for i, nb_path in enumerate(chapters, 1):
@@ -84,13 +97,14 @@ def main(argv=None):
         print(f"{wall:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
         if error:
             failed.append(nb_path.name)
-        rows.append((name, wall, "failed" if error else "ok", numbers))
+        rows.append((name, "chapter" if nb_path.parent.name == "notebooks" else "solutions", wall,
+                     "failed" if error else "ok", numbers))
 
-    print("\n| chapter | wall time | status | headline numbers |\n|---|---:|---|---|")
-    for name, wall, status, numbers in rows:
+    print("\n| notebook | kind | wall time | status | headline numbers |\n|---|---|---:|---|---|")
+    for name, kind, wall, status, numbers in rows:
         text = "; ".join(f"{n['name']}: {figure(n['value'])}" for n in numbers if "value" in n)
-        print(f"| {name} | {wall:.1f} s | {status} | {text} |")
-    print(f"| total | {sum(r[1] for r in rows):.1f} s | | |")
+        print(f"| {name} | {kind} | {wall:.1f} s | {status} | {text} |")
+    print(f"| total | | {sum(r[2] for r in rows):.1f} s | | |")
     if not args.inplace:
         print(f"\nExecuted copies are in {build.relative_to(ROOT)}/; the committed notebooks were not touched.")
     if failed:
