@@ -114,12 +114,12 @@ def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
 
 
 def copy_sources(root, tmp_path):
-    """The notebooks, the records and every page with rendered tables, copied under tmp_path."""
+    """The notebooks, the solutions, the records and every page with rendered tables, under tmp_path."""
     import shutil
 
-    for folder in ("notebooks", "records", "bench/results", "book"):
+    for folder in ("notebooks", "solutions", "records", "bench/results", "book"):
         (tmp_path / folder).mkdir(parents=True)
-    for pattern in ("notebooks/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "README.md"):
+    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "README.md"):
         for path in root.glob(pattern):
             shutil.copy(path, tmp_path / path.relative_to(root))
 
