@@ -61,6 +61,7 @@ $(MATHJAX)/tex-chtml.js:
 book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	rm -rf build/book-src && mkdir -p build/book-src/_static
 	cp book/conf.py book/*.md notebooks/*.ipynb build/book-src/
+	cp book/course.css build/book-src/_static/
 	mkdir -p build/book-src/solutions && cp solutions/*.ipynb build/book-src/solutions/
 	cp -r $(MATHJAX) build/book-src/_static/mathjax
 	$(BIN)/sphinx-build -b html -q build/book-src build/book
