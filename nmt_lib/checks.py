@@ -255,9 +255,9 @@ def check_smoothed_loss(fn) -> str:
 
 # ---- from notebooks/10_fast.ipynb ----
 def check_sliced_loss(fn) -> str:
-    """`fn(hidden (N, D), weight (V, D), bias (V,), targets (N,),
-    rows)` -> the summed cross-entropy of `hidden @ weight.T +
-    bias`, computed `rows` rows at a time, against `F.cross_entropy` on all rows."""
+    """`fn(hidden (N, D), weight (V, D), bias (V,), targets (N,), rows)` -> the summed
+    cross-entropy of `hidden @ weight.T + bias`, computed `rows` rows at a time,
+    against `F.cross_entropy` on all rows."""
     import torch.nn.functional as F
 
     gen = torch.Generator().manual_seed(0)

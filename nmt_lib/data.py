@@ -305,11 +305,8 @@ class NMTData:
         data."""
         digest = hashlib.sha1()
         for part in self.splits:
-            digest.update(
-                zlib.crc32("\n".join(f"{s}\t{t}" for s, t in part).encode()).to_bytes(
-                    4, "big"
-                )
-            )
+            crc = zlib.crc32("\n".join(f"{s}\t{t}" for s, t in part).encode())
+            digest.update(crc.to_bytes(4, "big"))
         digest.update(
             "\n".join(
                 self.src_vocab.idx_to_token + self.tgt_vocab.idx_to_token

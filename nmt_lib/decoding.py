@@ -16,8 +16,8 @@ from nmt_lib.metrics import corpus_bleu
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.text import Vocab, preprocess
 
-# the most tokens any decoding of the course writes for one sentence, unless told
-# otherwise
+# the most tokens any decoding of the course writes for one sentence,
+# unless told otherwise
 MAX_LEN = 50
 
 

@@ -157,6 +157,7 @@ def beam_trace(
         nodes[i]["best"] = True
     ids = path(best)[1:]
     ended = bool(ids) and ids[-1] == eos_id
+    # chapter 7's safeguard, as beam_search applies it
     chosen = prefer_greedy(
         model,
         src,
@@ -164,7 +165,6 @@ def beam_trace(
         [(ids[:-1] if ended else ids, ended)],
         bos_id=bos_id,
         eos_id=eos_id,
-        # chapter 7's safeguard, as beam_search applies it
         max_len=max_len,
         alpha=alpha,
     )[0]

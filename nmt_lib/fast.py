@@ -45,10 +45,9 @@ class FastDropout(nn.Module):
             -(2**63), 2**63 - 1
         )
         lanes = words.view(torch.int16)[:n].view(x.shape)  # uniform on -32768 .. 32767
-        # Keep where lane >= threshold. In floats, lane - (threshold - 1) clamped to [0,
-        # 1] is exactly
-        # 1 there and 0 elsewhere: the same mask as `lanes >= threshold`, without a
-        # boolean tensor.
+        # Keep where lane >= threshold. In floats, lane - (threshold - 1) clamped to
+        # [0, 1] is exactly 1 there and 0 elsewhere: the same mask as
+        # `lanes >= threshold`, without a boolean tensor.
         threshold = self.drop_levels - self.LEVELS // 2
         mask = lanes.to(torch.float32).sub_(threshold - 1).clamp_(0, 1)
         # scale in x.dtype
@@ -175,9 +174,8 @@ def linear_cross_entropy(
         p is not None and p.requires_grad for p in params
     ):
         return LinearCrossEntropy.apply(*params, targets, label_smoothing, rows)
-    return _linear_cross_entropy_slices(*params, targets, label_smoothing, rows, False)[
-        0
-    ]
+    args = (*params, targets, label_smoothing, rows)
+    return _linear_cross_entropy_slices(*args, False)[0]
 
 
 def sliced_batch_loss(model, batch, settings, pad_id: int) -> tuple[torch.Tensor, int]:

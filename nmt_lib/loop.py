@@ -103,11 +103,8 @@ def progress_bar(total: int, desc: str, mode: str = "auto", **kwargs) -> tqdm:
             ascii=True,
             **kwargs,
         )
-    if mode == "none" or os.environ.get("TQDM_DISABLE", "").lower() in (
-        "1",
-        "true",
-        "yes",
-    ):
+    disabled = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
+    if mode == "none" or disabled:
         # tqdm's own switch, which its notebook bar does not read
         kwargs["disable"] = True
     kind = auto_tqdm if mode == "auto" else tqdm
@@ -192,6 +189,6 @@ def train(
             bar.set_postfix_str(
                 f"train {history.train_loss[-1]:.3f}{valid}, "
                 f"{history.tokens_per_sec[-1]:,.0f} tok/s",
-                refresh=False,
-            )  # closing the bar draws it once more
+                refresh=False,  # closing the bar draws it once more
+            )
     return history

@@ -162,8 +162,7 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
             (first - 0.75 + y - 0.45) / 2,
             frame_label,
             rotation=90,
-            ha="left",
-            # beside the frame, clear of the arrows
+            ha="left",  # beside the frame, clear of the arrows
             va="center",
             fontsize=8,
             color="0.35",

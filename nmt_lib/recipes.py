@@ -131,7 +131,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
             title="Transformer",
         )
 
-    # a later setting joins
+    # a setting added later (tie_embeddings) joins the key only when it is on
     settings = {k: v for k, v in cfg.__dict__.items() if k != "tie_embeddings" or v}
     key = dict(
         cfg=settings,
@@ -141,5 +141,5 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
         batch_size=batch_size,
         seed=seed,
         optimizer="adam",
-    )  # the key only when it is on
+    )
     return cached_fit("transformer", key, build, fit, reuse=reuse)

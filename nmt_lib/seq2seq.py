@@ -27,8 +27,8 @@ class EncoderDecoder(nn.Module):
         return self.decoder.init_state(self.encoder(src, src_len), src_len)
 
     def step(self, tgt_in, state, *, need_weights: bool = False):
-        """Run the decoder on `tgt_in` (B, T) from `state`: (logits (B, T, V), state,
-        weights)."""
+        """Run the decoder on `tgt_in` (B, T) from `state`:
+        (logits (B, T, V), state, weights)."""
         return self.decoder(tgt_in, state, need_weights=need_weights)
 
     def forward(self, src, src_len, tgt_in):
@@ -37,8 +37,8 @@ class EncoderDecoder(nn.Module):
 
 
 class GRUEncoder(nn.Module):
-    """Embedding + GRU over the real tokens only. Memory: (outputs (B, S, D), hidden
-    (L, B, D))."""
+    """Embedding + GRU over the real tokens only.
+    Memory: (outputs (B, S, D), hidden (L, B, D))."""
 
     def __init__(
         self,

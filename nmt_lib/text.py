@@ -71,14 +71,13 @@ def read_pairs(
     return pairs
 
 
-# narrow no-break, no-break, thin
 ODD_SPACES = {
-    "\u202f": " ",
-    "\u00a0": " ",
-    "\u2009": " ",
-    "\u200b": "",
-    "\u00ad": "",
-}  # zero-width space, soft hyphen
+    "\u202f": " ",  # narrow no-break space
+    "\u00a0": " ",  # no-break space
+    "\u2009": " ",  # thin space
+    "\u200b": "",  # zero-width space
+    "\u00ad": "",  # soft hyphen
+}
 PUNCTUATION = ",.!?"
 
 
@@ -180,9 +179,8 @@ class Vocab:
     def from_tokens(cls, idx_to_token):
         """Rebuild a vocabulary from its `idx_to_token` list
         (e.g. from a checkpoint)."""
-        if tuple(idx_to_token[: len(SPECIALS)]) != SPECIALS or len(
-            set(idx_to_token)
-        ) != len(idx_to_token):
+        unique = len(set(idx_to_token)) == len(idx_to_token)
+        if tuple(idx_to_token[: len(SPECIALS)]) != SPECIALS or not unique:
             raise ValueError(
                 f"a vocabulary must start with {SPECIALS} and hold no duplicates"
             )

@@ -212,9 +212,9 @@ def hover_html(exp: Exploration) -> str:
             "it wrote this word)"
         )
         spans.append(
-            f'<span class="nmt-token" title="{html.escape(tip)}" style="padding:1px '
-            "3px;margin:1px;border-bottom:1px dotted "
-            f'#888;cursor:help">{html.escape(token)}</span>'
+            f'<span class="nmt-token" title="{html.escape(tip)}" '
+            'style="padding:1px 3px;margin:1px;border-bottom:1px dotted #888;'
+            f'cursor:help">{html.escape(token)}</span>'
         )
     return " ".join(spans)
 
@@ -334,8 +334,8 @@ class TranslatorApp:
             ""
             if not exp.hypotheses
             else (
-                "<table><tr><th>beam hypothesis</th><th>log p</th><th>log p / "
-                "length</th></tr>"
+                "<table><tr><th>beam hypothesis</th><th>log p</th>"
+                "<th>log p / length</th></tr>"
                 + "".join(
                     f"<tr><td>{html.escape(t)}</td>"
                     f"<td>{lp:.2f}</td><td>{s:.3f}</td></tr>"
@@ -392,18 +392,18 @@ def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60) -> st
             )
             tab = f"nmt-v{s}-{k}"
             tabs.append(
-                f'<input type="radio" name="nmt-v{s}" '
-                f'id="{tab}"{" checked" if k == 0 else ""} class="nmt-radio"><label '
-                f'for="{tab}" class="nmt-tab">{kind}</label>'
+                f'<input type="radio" name="nmt-v{s}" id="{tab}"'
+                f'{" checked" if k == 0 else ""} class="nmt-radio">'
+                f'<label for="{tab}" class="nmt-tab">{kind}</label>'
             )
             panels.append(
-                f'<div class="nmt-panel nmt-panel-{k}"><img alt="{html.escape(kind)}: '
-                f'{html.escape(sentence)}" '
+                f'<div class="nmt-panel nmt-panel-{k}">'
+                f'<img alt="{html.escape(kind)}: {html.escape(sentence)}" '
                 f'src="data:image/png;base64,{base64.b64encode(png).decode()}"></div>'
             )
             rules.append(
-                f"#{tab}:checked ~ .nmt-panel-{k} {{display:block}} #{tab}:checked + "
-                "label {background:#dde6f5}"
+                f"#{tab}:checked ~ .nmt-panel-{k} {{display:block}} "
+                f"#{tab}:checked + label {{background:#dde6f5}}"
             )
         parts.append(
             f'<div class="nmt-view"><p><b>{html.escape(sentence)}</b> &rarr; '
@@ -414,8 +414,8 @@ def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60) -> st
         )
     css = (
         ".nmt-view{margin:0.8em 0} .nmt-radio{display:none} "
-        ".nmt-tab{display:inline-block;padding:2px 10px;margin-right:4px;border:1px "
-        "solid #bbb;border-radius:4px;cursor:pointer} "
+        ".nmt-tab{display:inline-block;padding:2px 10px;margin-right:4px;"
+        "border:1px solid #bbb;border-radius:4px;cursor:pointer} "
         ".nmt-panel{display:none;margin-top:6px} .nmt-panel img{max-width:100%}"
     )
     return f"<style>{css} {' '.join(rules)}</style>" + "".join(parts)
