@@ -174,6 +174,9 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         if out.exists():
             raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
         settings, corpus, model = new_run(*fresh, args.device)
+    if corpus.excluded:
+        say(f"left out {corpus.excluded['train']:,} training and {corpus.excluded['valid']:,} validation pairs "
+            f"that share a sentence with the {corpus.settings['exclude']} test set (--exclude)\n")
     dropped = corpus.drop_longer_than(model.cfg.max_len)
     if any(dropped.values()):
         say(f"left out {dropped['train']:,} training and {dropped['valid']:,} validation pairs longer than "

@@ -5,11 +5,12 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nmt_lib.data import NMTData
+from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.run.course import setting
 from nmt_lib.run.download import file_sha1, fra_eng_path
+from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
 from nmt_lib.run.tokenizers import TOKENIZERS, learner
-from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs
+from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs, split_pairs
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,15 @@ class CorpusSettings:
     vocab_size: int = setting(8000, "pieces in each subword vocabulary (with --tokenizer bpe)")
     shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
                                  "training split (needed by --tie-embeddings)")
+    exclude: str | None = setting(None, "tatoeba: leave out of training and validation every pair that shares "
+                                  "its English or French sentence with the public Tatoeba test set, so that a "
+                                  "model can be scored on it", choices=TEST_SETS)
 
     def __post_init__(self):
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
+        if self.exclude is not None and self.exclude not in TEST_SETS:
+            raise ValueError(f"exclude must be one of {', '.join(TEST_SETS)}, got {self.exclude!r}")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.vocab_size < 1:
@@ -75,9 +81,22 @@ class ParallelCorpus(NMTData):
         self.raw_refs = {}
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
-        super().__init__(clean, min_freq=given.min_freq, valid_frac=given.valid_frac, test_frac=given.test_frac,
-                         seed=given.seed, tokenizer=learner(given.tokenizer, given.vocab_size),
-                         shared_vocab=given.shared_vocab)
+        # NMTData's split and vocabularies, with the test set's sentences left out in between: the vocabulary
+        # is learned from the training pairs the model will see, and from no others.
+        splits = split_pairs(clean, valid_frac=given.valid_frac, test_frac=given.test_frac, seed=given.seed)
+        self.excluded = {}
+        if given.exclude:
+            overlaps = overlap_filter(read_tatoeba_test())
+            banned = {c for c, (s, t) in zip(clean, raw) if overlaps(s, t)}
+            kept = {split: [p for p in getattr(splits, split) if p not in banned] for split in ("train", "valid")}
+            self.excluded = {split: len(getattr(splits, split)) - len(kept[split]) for split in kept}
+            splits = splits._replace(**kept)
+        if not splits.train:
+            raise ValueError("the training split is empty; give more pairs")
+        self.splits, self.seed = splits, given.seed
+        self.src_vocab, self.tgt_vocab = build_vocabs(
+            splits.train, tokenizer=learner(given.tokenizer, given.vocab_size), min_freq=given.min_freq,
+            shared_vocab=given.shared_vocab)
         self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
 
@@ -93,7 +112,8 @@ class ParallelCorpus(NMTData):
         if path is None and not Path(settings["path"]).exists():
             raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
                                     "more; pass --data to say where it is now")
-        keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab")
+        keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab",
+                "exclude")
         stored = {k: settings[k] for k in keys if k in settings}          # checkpoints before chapter 8b: words
         corpus = cls(path if path is not None else settings["path"], **stored)
         if corpus.settings["sha1"] != settings.get("sha1"):

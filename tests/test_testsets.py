@@ -1,0 +1,87 @@
+"""The public Tatoeba test set (`nmt_lib.run.testsets`): its download checked by SHA-256, and the corpus
+pairs it rules out of training and validation (`--exclude tatoeba`)."""
+import hashlib
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import german_lines
+from nmt_lib.run import testsets
+from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
+
+SHARED = Path(os.environ.get("NMT_DATA_DIR", "/nonexistent"))
+
+
+def plant_test_set(folder: Path, pairs, monkeypatch) -> Path:
+    """A small test set in the layout of the real one, its SHA-256s made the expected ones."""
+    files = {"t.eng": "\n".join(s for s, _ in pairs) + "\n", "t.fra": "\n".join(t for _, t in pairs) + "\n"}
+    target = folder / testsets.TATOEBA_FOLDER
+    target.mkdir(parents=True)
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(testsets, "TATOEBA_FILES", {n: hashlib.sha256(t.encode()).hexdigest()
+                                                    for n, t in files.items()})
+    monkeypatch.setenv("NMT_DATA_DIR", str(folder))
+    return target
+
+
+@pytest.mark.skipif(not (SHARED / "tatoeba-test").is_dir(), reason="needs the test set in NMT_DATA_DIR")
+def test_the_real_test_set_and_its_overlap_with_the_corpus():
+    from nmt_lib.run.download import fra_eng_path
+    from nmt_lib.text import read_pairs
+
+    test = testsets.read_tatoeba_test()
+    assert len(test) == 12_681 and test[1] == ("95 years old! God Save the Queen!", "95 ans ! Dieu sauve la reine !")
+    corpus = read_pairs(fra_eng_path())
+    english, french = {s for s, _ in corpus}, {t for _, t in corpus}
+    assert sum(s in english or t in french for s, t in test) == 6_705      # the count the issue quotes
+    overlaps = testsets.overlap_filter(test)
+    assert sum(overlaps(s, t) for s, t in corpus) == 13_728                 # corpus pairs --exclude leaves out
+
+
+def test_a_damaged_test_file_is_a_one_line_error(tmp_path, monkeypatch):
+    folder = plant_test_set(tmp_path, [("I am cold.", "J'ai froid.")], monkeypatch)
+    (folder / "t.fra").write_text("Tampered.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="t.fra is not the v2021-08-07 test file"):
+        testsets.read_tatoeba_test()
+
+
+def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatch):
+    good = {"t.eng": b"Hello.\n", "t.fra": b"Bonjour.\n"}
+    monkeypatch.setattr(testsets, "TATOEBA_FILES", {n: hashlib.sha256(b).hexdigest() for n, b in good.items()})
+    served = dict(good)
+    monkeypatch.setattr(testsets.urllib.request, "urlopen",
+                        lambda url, timeout: io.BytesIO(served[url.rsplit("/", 1)[1]]))
+    served["t.fra"] = b"Corrupt.\n"
+    with pytest.raises(ValueError, match="the download is corrupt"):
+        testsets.tatoeba_test_dir(tmp_path)
+    assert sorted(p.name for p in (tmp_path / testsets.TATOEBA_FOLDER).iterdir()) == []   # nothing half-written
+    served["t.fra"] = good["t.fra"]
+    assert testsets.read_tatoeba_test(tmp_path) == [("Hello.", "Bonjour.")]
+    with pytest.raises(FileNotFoundError, match="NMT_DATA_DIR"):
+        testsets.tatoeba_test_dir(tmp_path / "elsewhere", download=False)
+
+
+def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabulary(tmp_path, monkeypatch):
+    corpus = tmp_path / "deu.txt"
+    corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
+    # Two test pairs: one shares its English sentence with the corpus, one its target (with an odd space).
+    english = german_lines()[0].split("\t")[0]
+    target = german_lines()[7].split("\t")[1]
+    plant_test_set(tmp_path, [(english, "Rien à voir."), ("Nothing to see.", target.replace(" ", "\u00a0", 1))],
+                   monkeypatch)
+    plain = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2)
+    kept = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
+    assert plain.excluded == {} and sum(kept.excluded.values()) == 2
+    for split in ("train", "valid"):
+        assert len(getattr(plain.splits, split)) - len(getattr(kept.splits, split)) == kept.excluded[split]
+    assert kept.splits.test == plain.splits.test                  # the course's own test split is unchanged
+    banned = {german_lines()[0].split("\t")[0].lower(), german_lines()[7].split("\t")[1].lower()}
+    assert not [p for p in kept.splits.train + kept.splits.valid if banned & {p[0].replace(" .", "."),
+                                                                             p[1].replace(" .", ".")}]
+    assert kept.settings["exclude"] == "tatoeba"
+    assert ParallelCorpus.from_settings(kept.settings).excluded == kept.excluded      # a resumed run, the same
+    with pytest.raises(ValueError, match="exclude must be one of tatoeba"):
+        CorpusSettings(exclude="wmt14")
