@@ -52,8 +52,7 @@ def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatc
     good = {"t.eng": b"Hello.\n", "t.fra": b"Bonjour.\n"}
     monkeypatch.setattr(testsets, "TATOEBA_FILES", {n: hashlib.sha256(b).hexdigest() for n, b in good.items()})
     served = dict(good)
-    monkeypatch.setattr(testsets.urllib.request, "urlopen",
-                        lambda url, timeout: io.BytesIO(served[url.rsplit("/", 1)[1]]))
+    monkeypatch.setattr("urllib.request.urlopen", lambda url, timeout: io.BytesIO(served[url.rsplit("/", 1)[1]]))
     served["t.fra"] = b"Corrupt.\n"
     with pytest.raises(ValueError, match="the download is corrupt"):
         testsets.tatoeba_test_dir(tmp_path)

@@ -25,10 +25,17 @@ def default_data_dir() -> Path:
     return cache_home()
 
 
-def file_sha1(path) -> str:
-    """The SHA-1 of a file, read in blocks (the whole corpus never sits in memory twice)."""
+def file_sha1(path, algorithm: str = "sha1") -> str:
+    """The SHA-1 (or another `hashlib` digest) of a file, read in blocks (the whole corpus never sits in
+    memory twice)."""
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha1").hexdigest()
+        return hashlib.file_digest(f, algorithm).hexdigest()
+
+
+def fetch(url: str, path) -> None:
+    """Download `url` into the file `path` (a temporary one: the caller checks it, then moves it)."""
+    with urllib.request.urlopen(url, timeout=60) as response, open(path, "wb") as f:
+        shutil.copyfileobj(response, f)
 
 
 def download_fra_eng(data_dir, *, url: str = DATA_URL, sha1: str = DATA_SHA1) -> Path:
@@ -42,8 +49,7 @@ def download_fra_eng(data_dir, *, url: str = DATA_URL, sha1: str = DATA_SHA1) ->
     with tempfile.TemporaryDirectory(dir=data_dir, prefix=".download-") as tmp:
         archive = Path(tmp) / "fra-eng.zip"
         sys.stderr.write(f"Downloading {url} into {data_dir} ...\n")
-        with urllib.request.urlopen(url, timeout=60) as response, open(archive, "wb") as f:
-            shutil.copyfileobj(response, f)
+        fetch(url, archive)
         got = file_sha1(archive)
         if got != sha1:
             raise ValueError(f"{url} has SHA-1 {got}, expected {sha1}: the download is corrupt "

@@ -5,16 +5,13 @@ Where it is looked for, its download checked by SHA-256 (like the corpus), and t
 out of training: the course's corpus is itself a Tatoeba export, so a model meant for this test must never
 have seen a pair that shares its English or its French sentence with a test pair.
 """
-import hashlib
 import os
-import shutil
 import sys
 import tempfile
 import unicodedata
-import urllib.request
 from pathlib import Path
 
-from nmt_lib.run.download import default_data_dir
+from nmt_lib.run.download import default_data_dir, fetch, file_sha1
 
 TATOEBA_FOLDER = "tatoeba-test"
 TATOEBA_URL = "https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/master/testsets/eng-fra/"
@@ -26,8 +23,7 @@ TEST_SETS = ("tatoeba",)
 
 
 def file_sha256(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return file_sha1(path, "sha256")
 
 
 def download_tatoeba_test(folder, *, url: str = TATOEBA_URL, files: dict | None = None) -> Path:
@@ -39,8 +35,7 @@ def download_tatoeba_test(folder, *, url: str = TATOEBA_URL, files: dict | None 
         for name, sha256 in sorted(files.items(), key=lambda item: item[0].endswith(".fra")):
             part = Path(tmp) / name
             sys.stderr.write(f"Downloading {url}{name} into {folder} ...\n")
-            with urllib.request.urlopen(url + name, timeout=60) as response, open(part, "wb") as f:
-                shutil.copyfileobj(response, f)
+            fetch(url + name, part)
             if file_sha256(part) != sha256:
                 raise ValueError(f"{url}{name} has SHA-256 {file_sha256(part)}, expected {sha256}: the download "
                                  "is corrupt or not the v2021-08-07 test set; nothing was written")
