@@ -94,10 +94,13 @@ def greedy_decode(
     return Decoded(out_tokens, out_weights)
 
 
-def encode_sentences(sentences, src_vocab: Vocab, *, max_src_len: int | None = None):
+def encode_sentences(
+    sentences, src_vocab: Vocab, *, max_src_len: int | None = None, prepare=preprocess
+):
     """Raw sentences -> (token lists, id lists + <eos>); cuts long ones, warning how
-    many."""
-    token_lists = [src_vocab.split(preprocess(s)) for s in sentences]
+    many. `prepare` turns raw text into what the vocabulary splits (the course's
+    `preprocess`; a model that keeps case and punctuation passes its own)."""
+    token_lists = [src_vocab.split(prepare(s)) for s in sentences]
     if max_src_len is not None:
         cut = sum(len(t) > max_src_len for t in token_lists)
         if cut:
@@ -120,12 +123,14 @@ def translate(
     max_src_len: int | None = 100,
     batch_size: int = 128,
     search=greedy_decode,
+    prepare=preprocess,
 ) -> list[str]:
     """Translate raw English sentences to French (tokens joined by spaces), in input
     order.
 
     `search(model, src, src_len, bos_id=, eos_id=, max_len=)` returns a `Decoded`;
-    greedy by default (later chapters pass beam search). Runs on the model's device.
+    greedy by default (later chapters pass beam search). Runs on the model's device;
+    `prepare` as in `encode_sentences`.
     """
     if isinstance(sentences, str):
         raise ValueError(
@@ -134,7 +139,9 @@ def translate(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     device = model_device(model)
-    token_lists, ids = encode_sentences(sentences, src_vocab, max_src_len=max_src_len)
+    token_lists, ids = encode_sentences(
+        sentences, src_vocab, max_src_len=max_src_len, prepare=prepare
+    )
     results = [""] * len(sentences)
     todo = sorted(
         (i for i, t in enumerate(token_lists) if t), key=lambda i: len(ids[i])

@@ -19,7 +19,8 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
-from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, translate_lines
+from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, evaluate_public, report, translate_lines
+from nmt_lib.run.testsets import TEST_SETS
 from nmt_lib.run.records import evaluation_record, write_record
 from nmt_lib.run.options import add_settings, given, number, option
 from nmt_lib.run.sizes import check_model_size, field_errors
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"beam search decodes as many sentences together as fit in this many MB "
                        f"({MEMORY_BUDGET})")
     ev.add_argument("--split", choices=["test", "valid"], default="test")
+    ev.add_argument("--test", choices=TEST_SETS, help="score on a public test set instead of the corpus's held-out "
+                    "split, with sacreBLEU's defaults (case-sensitive, one reference per line): tatoeba, the Tatoeba "
+                    "Translation Challenge's English-French test, v2021-08-07")
+    ev.add_argument("--overlap-ok", action="store_true", help="with --test: score a model trained without "
+                    "--exclude for that test set anyway")
     ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
     ev.add_argument("--record", metavar="FILE", help="also write the scores, with the model, data and training "
                     "they belong to and the machine, as JSON to FILE (the book's results are rendered from these)")
@@ -239,18 +245,14 @@ def evaluate_command(args, parser) -> int:
     ckpt = load_checkpoint(args.checkpoint, device=args.device)
     record = check_writable(args.record, "record", "--record") if args.record else None   # fails now, not after
     started = time.perf_counter()
-    r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
-                            batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
-                            memory_budget=args.memory_budget)
-    search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
-    unknown = (f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
-               f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
-               f"{r['sacrebleu_with_unknowns']:.2f}" if r["copied"] else f"{r['unknown']:,} <unk> in the output")
-    write_out("".join(line + "\n" for line in [
-        f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, {search}",
-        unknown, r["score_line"], f"signature: {r['signature']}",
-        f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})",
-        f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}"]))
+    if args.test:
+        r = evaluate_public(ckpt, test=args.test, beam=args.beam, limit=args.limit, batch_size=args.batch_size,
+                            memory_budget=args.memory_budget, overlap_ok=args.overlap_ok)
+    else:
+        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
+                                batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
+                                memory_budget=args.memory_budget)
+    write_out("".join(line + "\n" for line in report(r)))
     if record:
         command = " ".join(["python -m nmt_lib", *map(shlex.quote, args.argv)])
         write_record(record, evaluation_record(ckpt, r, command=command,

@@ -27,6 +27,8 @@ class CorpusSettings:
     vocab_size: int = setting(8000, "pieces in each subword vocabulary (with --tokenizer bpe)")
     shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
                                  "training split (needed by --tie-embeddings)")
+    preprocess: str = setting("course", "course: lowercase, punctuation split off (chapter 1); raw: the text as "
+                              "written, case and punctuation kept (with --tokenizer bpe)", choices=("course", "raw"))
     exclude: str | None = setting(None, "tatoeba: leave out of training and validation every pair that shares "
                                   "its English or French sentence with the public Tatoeba test set, so that a "
                                   "model can be scored on it", choices=TEST_SETS)
@@ -36,6 +38,10 @@ class CorpusSettings:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
         if self.exclude is not None and self.exclude not in TEST_SETS:
             raise ValueError(f"exclude must be one of {', '.join(TEST_SETS)}, got {self.exclude!r}")
+        if self.preprocess not in PREPARE:
+            raise ValueError(f"preprocess must be one of {', '.join(PREPARE)}, got {self.preprocess!r}")
+        if self.preprocess == "raw" and self.tokenizer == "word":
+            raise ValueError("preprocess 'raw' keeps punctuation on the words: it needs subwords (--tokenizer bpe)")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.vocab_size < 1:
@@ -45,6 +51,20 @@ class CorpusSettings:
         if not (0 <= self.valid_frac and 0 <= self.test_frac and self.valid_frac + self.test_frac < 1):
             raise ValueError(f"need 0 <= valid_frac, test_frac and valid_frac + test_frac < 1, "
                              f"got {self.valid_frac} and {self.test_frac}")
+
+
+def unify_spaces(text: str) -> str:
+    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it, and the raw
+    text a case-keeping subword model reads."""
+    return " ".join(plain_spaces(text).split())
+
+
+PREPARE = {"course": preprocess, "raw": unify_spaces}    # raw text -> what the tokenizer splits
+
+
+def preparer(data: dict):
+    """How a checkpoint's model wants raw text (checkpoints from before `preprocess`: the course's)."""
+    return PREPARE[data.get("preprocess", "course")]
 
 
 def resolve_corpus(path=None) -> Path:
@@ -62,11 +82,6 @@ def resolve_corpus(path=None) -> Path:
     return path
 
 
-def unify_spaces(text: str) -> str:
-    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it."""
-    return " ".join(plain_spaces(text).split())
-
-
 class ParallelCorpus(NMTData):
     """`NMTData` over any `source<TAB>target` file, plus the raw references of each source sentence.
 
@@ -77,7 +92,8 @@ class ParallelCorpus(NMTData):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
         self.path = resolve_corpus(given.path)
         raw = read_pairs(self.path, max_pairs=given.max_pairs)
-        clean = [(preprocess(s), preprocess(t)) for s, t in raw]
+        prepare = PREPARE[given.preprocess]
+        clean = [(prepare(s), prepare(t)) for s, t in raw]
         self.raw_refs = {}
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
@@ -113,7 +129,7 @@ class ParallelCorpus(NMTData):
             raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
                                     "more; pass --data to say where it is now")
         keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab",
-                "exclude")
+                "exclude", "preprocess")
         stored = {k: settings[k] for k in keys if k in settings}          # checkpoints before chapter 8b: words
         corpus = cls(path if path is not None else settings["path"], **stored)
         if corpus.settings["sha1"] != settings.get("sha1"):

@@ -6,10 +6,10 @@ import select
 import warnings
 from functools import partial
 
-from nmt_lib.run.corpus import ParallelCorpus, detokenize
+from nmt_lib.run.corpus import ParallelCorpus, detokenize, preparer
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
 from nmt_lib.run.guards import beam_batch_size
-from nmt_lib.text import preprocess
+from nmt_lib.run.testsets import read_tatoeba_test
 from nmt_lib.unknowns import UNK, replace_unknowns
 
 MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
@@ -31,15 +31,16 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
     as many lines together as `memory_budget` (MB) allows. A line longer than the model's positions is
     cut to them, and `warn(message)` says which (numbered from `first`); `tokenized` writes the pieces
     the model wrote, separated by spaces."""
-    cfg = ckpt.model.cfg
+    cfg, prepare = ckpt.model.cfg, preparer(ckpt.payload["data"])
     french = ckpt.payload["data"].get("french_spacing", True)
+    raw = ckpt.payload["data"].get("preprocess") == "raw"          # the text as written: nothing to join up
     max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
     if beam > 1:
         batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
     for i in keep if warn is not None else ():           # tokenizing to count costs time: only to warn
-        tokens = len(ckpt.src_vocab.split(preprocess(lines[i])))
+        tokens = len(ckpt.src_vocab.split(prepare(lines[i])))
         if tokens > max_src:
             warn(f"line {first + i:,} has {tokens:,} tokens, more than the model's {max_src:,}: "
                  f"only its first {max_src:,} were translated")
@@ -47,12 +48,12 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
         warnings.simplefilter("ignore")
         out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab,
                         AsPieces(ckpt.tgt_vocab) if tokenized else ckpt.tgt_vocab, max_len=max_len,
-                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam))
+                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam), prepare=prepare)
     if not tokenized:
-        out = copy_unknowns(ckpt, [preprocess(lines[i]) for i in keep], out)
+        out = copy_unknowns(ckpt, [prepare(lines[i]) for i in keep], out)
     result = [""] * len(lines)
     for i, text in zip(keep, out):
-        result[i] = one_line(text if tokenized else detokenize(text, french=french))
+        result[i] = one_line(text if tokenized or raw else detokenize(text, french=french))
     return result
 
 
@@ -144,7 +145,8 @@ def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
 def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, limit: int | None = None,
                         batch_size: int = 64, data_changed_ok: bool = False,
                         memory_budget: float = MEMORY_BUDGET) -> dict:
-    """sacreBLEU (13a, lowercase) of detokenised output on a held-out split, and the course's token BLEU."""
+    """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a held-out split,
+    and the course's token BLEU."""
     import sacrebleu                                   # the standard BLEU; installed with the course
 
     corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
@@ -160,21 +162,62 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
         warnings.simplefilter("ignore")
         result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
-                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam))
-    french = corpus.settings["french_spacing"]
+                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam),
+                               prepare=preparer(corpus.settings))
+    french, raw = corpus.settings["french_spacing"], corpus.settings["preprocess"] == "raw"
+    join = (lambda text: text) if raw else partial(detokenize, french=french)
     refs = [corpus.raw_refs[s] for s in result.sources]
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
-    metric = sacrebleu.BLEU(lowercase=True)
+    metric = sacrebleu.BLEU(lowercase=not raw)
     unknown = count_unknowns(result.hypotheses)
     copied = unknown > 0 and ckpt.tgt_vocab.writes_unknowns
-    hyps = [detokenize(h, french=french) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
+    hyps = [join(h) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
-    with_unknowns = (metric.corpus_score([detokenize(h, french=french) for h in result.hypotheses], streams).score
+    with_unknowns = (metric.corpus_score([join(h) for h in result.hypotheses], streams).score
                      if copied else score.score)                 # nothing was replaced: the same text
-    chrf = sacrebleu.CHRF(lowercase=True)
+    chrf = sacrebleu.CHRF(lowercase=not raw)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
             "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
             "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}
+
+
+def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | None = None, batch_size: int = 64,
+                    memory_budget: float = MEMORY_BUDGET, overlap_ok: bool = False) -> dict:
+    """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference per line) on the
+    public Tatoeba test set, every line translated as `translate` would: scores others publish on it."""
+    import sacrebleu
+
+    if ckpt.payload["data"].get("exclude") != test and not overlap_ok:
+        raise ValueError(f"this model was trained without --exclude {test}, so it may have seen test sentences "
+                         "(the corpus is a Tatoeba export): retrain with it, or pass --overlap-ok to score anyway")
+    pairs = read_tatoeba_test()[:limit]
+    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, batch_size=batch_size,
+                           memory_budget=memory_budget)
+    refs = [[t for _, t in pairs]]
+    metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+    score = metric.corpus_score(hyps, refs)
+    unknown = count_unknowns(hyps)
+    return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": None,
+            "chrf": chrf.corpus_score(hyps, refs).score, "chrf_signature": str(chrf.get_signature()),
+            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam,
+            "score_line": str(score), "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
+            "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score}
+
+
+def report(r: dict) -> list[str]:
+    """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result, a line each."""
+    search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
+    what = (f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}" if r["token_bleu"] is None
+            else f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, "
+                 f"{search}")
+    unknown = (f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
+               f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
+               f"{r['sacrebleu_with_unknowns']:.2f}" if r["copied"] else f"{r['unknown']:,} <unk> in the output")
+    lines = [what, unknown, r["score_line"], f"signature: {r['signature']}",
+             f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})"]
+    if r["token_bleu"] is not None:
+        lines.append(f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}")
+    return lines
