@@ -82,9 +82,10 @@ def test_ci_runs_both_stacks_with_the_shared_data(tmp_path):
 
 
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the subword tokenizer
-# (chapter 8b), ipywidgets and IPython the translator app (chapter 8): each is imported inside the functions
+# (chapter 8b), ipywidgets and IPython the translator app (chapter 8), safetensors the published model's
+# weights (nmt_lib.run.published): each is imported inside the functions
 # that use it, so that importing nmt_lib never needs it.
-LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython"}
+LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython", "safetensors"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():

@@ -171,7 +171,12 @@ def load_checkpoint(path, device=None) -> Checkpoint:
     device = default_device() if device is None else device
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found")
-    payload = read_payload(path, device)
+    return checkpoint_from(read_payload(path, device), path, device)
+
+
+def checkpoint_from(payload, path, device) -> Checkpoint:
+    """A `Checkpoint` from a payload read from `path` (a checkpoint file, or a published model's folder),
+    every field checked as `load_checkpoint` says."""
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"{path} is not a course checkpoint: format {found!r}, "

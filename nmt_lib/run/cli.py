@@ -16,6 +16,7 @@ import torch
 
 from nmt_lib.run.cache import SaveError
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
+from nmt_lib.run.published import load_model
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
@@ -63,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Translate the held-out split the checkpoint's data settings define and "
                         "score the detokenised output with sacreBLEU (lowercase, 13a).")
     for p in (tr, ev):
-        p.add_argument("--checkpoint", required=True, help="checkpoint written by train")
+        model = p.add_mutually_exclusive_group(required=True)
+        model.add_argument("--checkpoint", help="checkpoint written by train")
+        model.add_argument("--model", help="a published model: 'published' (the course's), or its folder")
         p.add_argument("--beam", type=positive, default=1, help="beam size, 1 for greedy (1)")
         p.add_argument("--batch-size", type=number(int, minimum=1, maximum=MAX_BATCH), default=64,
                        help=f"sentences decoded together, at most {MAX_BATCH:,} (64)")
@@ -226,7 +229,7 @@ def held_out_line(progress: dict, has_valid: bool) -> str:
 def translate_command(args, parser) -> int:
     if sys.stdout is None:
         raise ValueError("standard output is closed: there is nowhere to write the translations")
-    ckpt = load_checkpoint(args.checkpoint, device=args.device)
+    ckpt = load_model(args.checkpoint, args.model, args.device)
     if sys.stdin is None:                          # closed (<&-): nothing to translate
         return 0
     warn = lambda message: say(f"{parser.prog} translate: {message}\n")
@@ -242,7 +245,7 @@ def translate_command(args, parser) -> int:
 def evaluate_command(args, parser) -> int:
     if sys.stdout is None:
         raise ValueError("standard output is closed: there is nowhere to write the scores")
-    ckpt = load_checkpoint(args.checkpoint, device=args.device)
+    ckpt = load_model(args.checkpoint, args.model, args.device)
     record = check_writable(args.record, "record", "--record") if args.record else None   # fails now, not after
     started = time.perf_counter()
     if args.test:

@@ -1,0 +1,74 @@
+"""A published model (`nmt_lib.run.published`): safetensors weights, JSON settings, no pickle, the same
+checks as a checkpoint, and the command line's `--model`."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import german_lines
+from nmt_lib.run import published
+from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt_lib.run.corpus import ParallelCorpus
+from nmt_lib.run.inference import translate_lines
+from nmt_lib.transformer import Transformer, TransformerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTENCES = ["I am tired.", "", "We see a dog?", "You are not cold!"]
+
+
+@pytest.fixture
+def subword_checkpoint(tmp_path):
+    """A small cased subword model with tied embeddings (one tensor under three names), saved."""
+    corpus_file = tmp_path / "deu.txt"
+    corpus_file.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
+    corpus = ParallelCorpus(corpus_file, tokenizer="bpe", vocab_size=400, shared_vocab=True, preprocess="raw")
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
+                                          d_ff=32, n_layers=1, tie_embeddings=True))
+    return save_checkpoint(tmp_path / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+
+
+def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint(subword_checkpoint, tmp_path,
+                                                                               monkeypatch):
+    folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="# A test model\n")
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "model.safetensors", "settings.json"]
+    assert "path" not in json.loads((folder / "settings.json").read_text())["data"]     # no machine's path
+    ckpt = load_checkpoint(subword_checkpoint, device="cpu")
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("a published model must load without pickle"))
+    pub = published.load_published(folder, device="cpu")
+    for (name, a), b in zip(ckpt.model.state_dict().items(), pub.model.state_dict().values()):
+        assert torch.equal(a.half().float(), b), name                         # half precision, nothing else
+    assert pub.model.cfg == ckpt.model.cfg and pub.tgt_vocab.idx_to_token == ckpt.tgt_vocab.idx_to_token
+    with torch.no_grad():                                     # the checkpoint's model, rounded the same way
+        for t in ckpt.model.state_dict().values():
+            t.copy_(t.half().float())
+    assert translate_lines(pub, SENTENCES) == translate_lines(ckpt, SENTENCES)
+    assert published.load_model(model=str(folder), device="cpu").model.cfg == pub.model.cfg
+
+
+def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkpoint, tmp_path):
+    with pytest.raises(CheckpointError, match="none has been published with the course yet"):
+        published.load_published(tmp_path / published.PUBLISHED)
+    folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="card\n")
+    settings = json.loads((folder / "settings.json").read_text())
+    (folder / "settings.json").write_text(json.dumps({**settings, "config": {**settings["config"], "d_model": 32}}))
+    with pytest.raises(CheckpointError, match="do not fit the model its config describes"):
+        published.load_published(folder, device="cpu")                    # checked as a checkpoint is
+    (folder / "settings.json").write_text(json.dumps(settings))
+    (folder / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(CheckpointError, match="damaged"):
+        published.load_published(folder, device="cpu")
+
+
+def test_translate_takes_a_published_model(subword_checkpoint, tmp_path):
+    folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="card\n")
+    run = lambda *args, stdin="": subprocess.run([sys.executable, "-m", "nmt_lib", *map(str, args)], input=stdin,
+                                                 capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = run("translate", "--model", folder, stdin="\n".join(SENTENCES) + "\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == len(SENTENCES) and out.stdout.split("\n")[1] == ""
+    out = run("translate", "--model", folder, "--checkpoint", subword_checkpoint)
+    assert out.returncode == 2 and "not allowed with argument" in out.stderr
