@@ -6,7 +6,7 @@ from functools import partial
 import pytest
 import torch
 
-from nmt_lib.run import cache, cli
+from nmt_lib.run import cache, cli, published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
@@ -83,7 +83,8 @@ def test_cli_translates_on_the_device_it_is_given(tmp_path, de_corpus, capsys, m
     seen = []
     monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.append(n))
     original = load_checkpoint
-    monkeypatch.setattr(cli, "load_checkpoint", lambda p, device: seen.append(device) or original(p, device=device))
+    monkeypatch.setattr(published, "load_checkpoint",        # what translate's --checkpoint goes through
+                        lambda p, device: seen.append(device) or original(p, device=device))
     assert cli.main(["translate", "--checkpoint", str(path), "--device", "cpu", "--threads", "1"]) == 0
     assert seen == [1, torch.device("cpu")] and len(capsys.readouterr().out.splitlines()) == 1
 
