@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 from nmt_lib.data import NMTData, collate  # noqa: E402
 from nmt_lib.run.device import autocast_dtype  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
+from nmt_lib.run.corpus import preparer  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
 from nmt_lib.fast import linear_cross_entropy, sliced_batch_loss, token_features, use_fast_dropout  # noqa: E402
 from nmt_lib.positional import sinusoidal_table  # noqa: E402
@@ -416,7 +417,8 @@ def nocache_last_position(model, src, src_len, **kw):
 def bench_decoding(args, report):
     model, corpus, source, checkpoint = decoding_model(args, report)
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
-    vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80)
+    vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80,
+                 prepare=preparer(corpus.settings))         # as the model was trained: lowercased, or as written
     rounds = args.decode_rounds
     rates = {"batched_greedy": [], "beam4": [], "one_at_a_time": [], "one_at_a_time_last_position": []}
 

@@ -72,3 +72,17 @@ def test_translate_takes_a_published_model(subword_checkpoint, tmp_path):
     assert out.stdout.count("\n") == len(SENTENCES) and out.stdout.split("\n")[1] == ""
     out = run("translate", "--model", folder, "--checkpoint", subword_checkpoint)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
+
+
+def test_settings_are_checked_by_value_and_an_export_that_would_overflow_is_refused(subword_checkpoint, tmp_path):
+    folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="card\n")
+    settings = json.loads((folder / "settings.json").read_text())
+    (folder / "settings.json").write_text(json.dumps({**settings, "data": {**settings["data"], "preprocess": "Raw"}}))
+    with pytest.raises(CheckpointError, match="data settings are damaged.*preprocess must be one of"):
+        published.load_published(folder, device="cpu")
+    ckpt = load_checkpoint(subword_checkpoint, device="cpu")
+    with torch.no_grad():
+        next(ckpt.model.parameters())[0, 0] = 1e6                 # beyond float16's 65,504
+    with pytest.raises(ValueError, match="too large for float16"):
+        published.export_model(ckpt, tmp_path / "big", card="card\n")
+    assert published.export_model(ckpt, tmp_path / "big", card="card\n", dtype=torch.float32).is_dir()

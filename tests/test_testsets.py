@@ -136,3 +136,18 @@ def test_evaluate_scores_a_case_keeping_model_on_the_public_test_set(tmp_path, m
     assert out.returncode == 1 and "trained without --exclude tatoeba" in out.stderr and "--overlap-ok" in out.stderr
     out = evaluate("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba", "--overlap-ok")
     assert out.returncode == 0, out.stderr
+
+
+def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, monkeypatch):
+    corpus = tmp_path / "deu.txt"
+    corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
+    english = german_lines()[0].split("\t")[0]
+    plant_test_set(tmp_path, [(english.upper(), "Rien à voir.")], monkeypatch)   # the same words, in capitals
+    lowercased = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
+    as_written = ParallelCorpus(corpus, valid_frac=0.2, test_frac=0.2, exclude="tatoeba", preprocess="raw",
+                                tokenizer="bpe", vocab_size=400)
+    from nmt_lib.text import preprocess
+
+    in_test = preprocess(english) in {s for s, _ in lowercased.splits.test}
+    assert sum(lowercased.excluded.values()) == (0 if in_test else 1)   # the course's model reads both alike
+    assert sum(as_written.excluded.values()) == 0                      # a case-keeping model does not

@@ -19,6 +19,7 @@ from nmt_lib.transformer import Transformer, TransformerConfig
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/1"
 PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,
               "space_before": PUNCTUATION, "odd_spaces": sorted(ODD_SPACES)}
+RAW = {"function": "nmt_lib.run.corpus.unify_spaces", "lowercase": False, "odd_spaces": sorted(ODD_SPACES)}
 
 
 SUBWORD_PIECE = re.compile(r"\u2581|<0x[0-9A-F]{2}>$")   # SentencePiece's word start, its byte pieces
@@ -39,7 +40,8 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
         "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
         "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
-        "data": dict(data), "preprocess": PREPROCESS, "train": asdict(train) if train is not None else None,
+        "data": dict(data), "preprocess": PREPROCESS if data.get("preprocess", "course") == "course" else RAW,
+        "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
     }, path)
 
@@ -194,6 +196,11 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
         {k: v for k, v in data.items() if k != "path"}, CorpusSettings, known_only=True)
     if isinstance(data, dict) and not isinstance(data.get("path", ""), str):
         wrong.append(f"path: expected a file name, got {data['path']!r:.40}")
+    if not wrong:                              # the right types; now the values, as the command line checks them
+        try:
+            CorpusSettings(**{k: v for k, v in data.items() if k in CorpusSettings.__dataclass_fields__})
+        except (TypeError, ValueError) as e:
+            wrong.append(str(e))
     if wrong:
         raise CheckpointError(f"{path}: its data settings are damaged ({'; '.join(wrong[:3])})")
     src_vocab, tgt_vocab = load_vocabularies(payload, path)

@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("translate", help="translate English lines from stdin to French on stdout",
                         description="Read raw sentences on stdin, one per line; write one translation per line.")
     ev = sub.add_parser("evaluate", help="sacreBLEU on the held-out test split",
-                        description="Translate the held-out split the checkpoint's data settings define and "
-                        "score the detokenised output with sacreBLEU (lowercase, 13a).")
+                        description="Translate the held-out split the data settings define (or, with --test, a "
+                        "public test set) and score it with sacreBLEU (lowercase when the model lowercases).")
     for p in (tr, ev):
         model = p.add_mutually_exclusive_group(required=True)
         model.add_argument("--checkpoint", help="checkpoint written by train")

@@ -102,8 +102,11 @@ class ParallelCorpus(NMTData):
         splits = split_pairs(clean, valid_frac=given.valid_frac, test_frac=given.test_frac, seed=given.seed)
         self.excluded = {}
         if given.exclude:
-            overlaps = overlap_filter(read_tatoeba_test())
-            banned = {c for c, (s, t) in zip(clean, raw) if overlaps(s, t)}
+            test = read_tatoeba_test()
+            overlaps = overlap_filter(test)
+            # as written, and as the model reads it (prepared: for the course's preprocessing, lowercased)
+            english, french = {prepare(s) for s, _ in test}, {prepare(t) for _, t in test}
+            banned = {c for c, (s, t) in zip(clean, raw) if overlaps(s, t) or c[0] in english or c[1] in french}
             kept = {split: [p for p in getattr(splits, split) if p not in banned] for split in ("train", "valid")}
             self.excluded = {split: len(getattr(splits, split)) - len(kept[split]) for split in kept}
             splits = splits._replace(**kept)

@@ -193,6 +193,9 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | 
     if ckpt.payload["data"].get("exclude") != test and not overlap_ok:
         raise ValueError(f"this model was trained without --exclude {test}, so it may have seen test sentences "
                          "(the corpus is a Tatoeba export): retrain with it, or pass --overlap-ok to score anyway")
+    if ckpt.payload["data"].get("preprocess", "course") != "raw":
+        warnings.warn("this model writes lowercase text with punctuation split off (--preprocess course); scored "
+                      "case-sensitively against references as written, it loses points for that alone")
     pairs = read_tatoeba_test()[:limit]
     hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, batch_size=batch_size,
                            memory_budget=memory_budget)

@@ -33,6 +33,10 @@ def export_model(checkpoint, folder, *, card: str, dtype: torch.dtype = torch.fl
     folder.mkdir(parents=True, exist_ok=True)
     # Each tensor its own copy: tied embeddings share one tensor, which safetensors will not store twice.
     weights = {name: t.detach().to("cpu", dtype).clone() for name, t in ckpt.model.state_dict().items()}
+    overflow = [name for name, t in weights.items() if not torch.isfinite(t).all()]
+    if overflow:
+        raise ValueError(f"{', '.join(overflow[:2])} holds values too large for {str(dtype).replace('torch.', '')}: "
+                         "export in float32 (dtype=torch.float32)")
     save_file(weights, folder / "model.safetensors", metadata={"format": FORMAT})
     payload = {k: ckpt.payload[k] for k in KEPT if k in ckpt.payload}
     payload["data"] = {k: v for k, v in payload["data"].items() if k != "path"}      # this machine's path
