@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run.cache import atomic_save
-from nmt_lib.run.corpus import CorpusSettings
+from nmt_lib.run.corpus import CorpusSettings, keeps_case
 from nmt_lib.run.device import default_device
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
@@ -40,7 +40,7 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
         "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
         "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
-        "data": dict(data), "preprocess": PREPROCESS if data.get("preprocess", "course") == "course" else RAW,
+        "data": dict(data), "preprocess": RAW if keeps_case(data) else PREPROCESS,
         "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
     }, path)

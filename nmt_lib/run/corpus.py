@@ -67,6 +67,12 @@ def preparer(data: dict):
     return PREPARE[data.get("preprocess", "course")]
 
 
+def keeps_case(data: dict) -> bool:
+    """Whether a model with these data settings reads and writes text as written (`preprocess` raw), rather
+    than lowercased with punctuation split off."""
+    return data.get("preprocess", "course") == "raw"
+
+
 def resolve_corpus(path=None) -> Path:
     """A TSV file as given; a folder holding `fra-eng/fra.txt` or `fra.txt`; None: the course's default."""
     if path is None:

@@ -6,7 +6,6 @@ in their first cell; the command line and the full-scale trainer also parse `--d
 `--precision` here.
 """
 import os
-import re
 from pathlib import Path
 
 import torch
@@ -86,14 +85,21 @@ def describe_device(device=None) -> str:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 products in hardware (x86 AVX-512 BF16 or AMX; read from Linux's
-    /proc/cpuinfo). Elsewhere PyTorch emulates them, far slower than fp32."""
+def cpu_info() -> tuple[str | None, set[str]]:
+    """This CPU's model name and feature flags, read from Linux's /proc/cpuinfo; (None, empty) elsewhere."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        return False
-    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
+        return None, set()
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    return model, flags
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 products in hardware (x86 AVX-512 BF16 or AMX). Elsewhere PyTorch
+    emulates them, far slower than fp32."""
+    return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16"})
 
 
 def autocast_dtype(precision: str, device) -> torch.dtype | None:

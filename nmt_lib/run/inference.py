@@ -6,7 +6,7 @@ import select
 import warnings
 from functools import partial
 
-from nmt_lib.run.corpus import ParallelCorpus, detokenize, preparer
+from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
 from nmt_lib.run.guards import beam_batch_size
 from nmt_lib.run.testsets import read_tatoeba_test
@@ -33,7 +33,7 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
     the model wrote, separated by spaces."""
     cfg, prepare = ckpt.model.cfg, preparer(ckpt.payload["data"])
     french = ckpt.payload["data"].get("french_spacing", True)
-    raw = ckpt.payload["data"].get("preprocess") == "raw"          # the text as written: nothing to join up
+    raw = keeps_case(ckpt.payload["data"])                         # the text as written: nothing to join up
     max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
     if beam > 1:
         batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
@@ -164,7 +164,7 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
         result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
                                max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam),
                                prepare=preparer(corpus.settings))
-    french, raw = corpus.settings["french_spacing"], corpus.settings["preprocess"] == "raw"
+    french, raw = corpus.settings["french_spacing"], keeps_case(corpus.settings)
     join = (lambda text: text) if raw else partial(detokenize, french=french)
     refs = [corpus.raw_refs[s] for s in result.sources]
     streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
@@ -193,7 +193,7 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | 
     if ckpt.payload["data"].get("exclude") != test and not overlap_ok:
         raise ValueError(f"this model was trained without --exclude {test}, so it may have seen test sentences "
                          "(the corpus is a Tatoeba export): retrain with it, or pass --overlap-ok to score anyway")
-    if ckpt.payload["data"].get("preprocess", "course") != "raw":
+    if not keeps_case(ckpt.payload["data"]):
         warnings.warn("this model writes lowercase text with punctuation split off (--preprocess course); scored "
                       "case-sensitively against references as written, it loses points for that alone")
     pairs = read_tatoeba_test()[:limit]

@@ -11,17 +11,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nmt_lib.run.cache import atomic_save
+from nmt_lib.run.device import cpu_info
 
 
 def cpu_name() -> str:
     """This CPU's model and its widest vector unit, e.g. 'AMD EPYC 9R14 (AVX-512 BF16), 2 cores'."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    model, flags = cpu_info()
+    if model is None:
         return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    lines = info.splitlines()
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
     unit = ("AVX-512 BF16" if "avx512_bf16" in flags else "AVX-512" if "avx512f" in flags else
             "AVX2" if "avx2" in flags else None)
     return f"{model}{f' ({unit})' if unit else ''}, {os.cpu_count()} cores"
