@@ -349,6 +349,7 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     (("fly",), 2, "invalid choice"),
     (("translate",), 2, "--checkpoint"),
     (("translate", "--checkpoint", "x.pt", "--beam", "0"), 2, "must be at least 1"),
+    (("translate", "--checkpoint", "x.pt", "--length-penalty", "-1"), 2, "must be at least 0"),
     (("train", "--out", "x.pt", "--lr-factor", "nan"), 2, "must be a finite number"),
     (("train", "--out", "x.pt", "--d-model", "30", "--heads", "4"), 2, "multiple of n_heads"),
     (("train", "--out", "x.pt", "--label-smoothing", "1.5"), 2, "must be in [0, 1)"),
@@ -362,6 +363,18 @@ def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, ca
         code = e.code
     assert code == status and message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []          # settings are checked before a lock file is made
+
+
+def test_the_length_penalty_reaches_beam_search(tmp_path, de_corpus, monkeypatch, capsys):
+    from nmt_lib.run import inference
+    (ckpt, _), seen, search = saved(tmp_path, de_corpus), [], inference.beam_search
+    monkeypatch.setattr(inference, "beam_search", lambda *a, **kw: seen.append(kw["alpha"]) or search(*a, **kw))
+    assert cli.main(["evaluate", "--checkpoint", str(ckpt), "--beam", "2", "--length-penalty", "0.6",
+                     "--limit", "3", "--threads", "1"]) == 0
+    assert seen and set(seen) == {0.6} and "beam 2, length penalty 0.6" in capsys.readouterr().out
+    seen.clear()
+    assert cli.main(["evaluate", "--checkpoint", str(ckpt), "--beam", "2", "--limit", "3"]) == 0
+    assert set(seen) == {1.0}                                  # the default: log-probability per token
 
 
 def test_python_dash_m_entry_point_reports_usage_errors():

@@ -2,7 +2,6 @@
 the settings dataclasses (`TransformerConfig`, `RunSettings`, `CorpusSettings`), so `--help` and the
 code share one set of defaults; the tools switch chapter 10's speed-ups on."""
 import argparse
-import math
 import os
 import shlex
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from nmt_lib.run import average
 from nmt_lib.run.cache import SaveError
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.published import load_model
@@ -29,27 +29,27 @@ from nmt_lib.run.stdio import OutputError, stdin_batches, write_out
 from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.run.trainer import RunSettings, check_progress, full_fit
+from nmt_lib.run.trainer import RunSettings, check_progress, full_fit, held_out_line
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
         "precision": "auto"}                                           # and low precision where it is native
 MAX_BATCH = 4096          # translate buffers and decodes this many lines at most: its memory stays bounded
 SIZE_HINT = ": check --d-model, --d-ff, --layers and --vocab-size"
-RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "precision")  # a resumed run may change
+RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "keep_last", "precision")  # a resumed run may change
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt_lib", description="Train, use and evaluate the "
                                      "course's Transformer translator.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,translate,evaluate}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,translate,evaluate,average}")
     positive = number(int, minimum=1)
     t = sub.add_parser("train", help="train a Transformer on a tab-separated corpus",
                        description="Train on the train split of a TSV corpus (source<TAB>target per line).")
     t.add_argument("--out", required=True, help="checkpoint file to write")
     t.add_argument("--resume", action="store_true", help="continue the run saved in --out with its model, data "
                    "and training settings; only --epochs, --max-steps, --time-limit, --checkpoint-every, "
-                   "--precision, --threads, --device and --progress may differ, and --data may say where the corpus is now")
+                   "--keep-last, --precision, --threads, --device and --progress may differ, and --data may say where the corpus is now")
     t.add_argument("--data-changed-ok", action="store_true", help="resume even if the corpus file differs from "
                    "the one the run started on (its held-out split may then hold training sentences)")
     t.add_argument("--progress", choices=PROGRESS, default="auto", help="auto: a bar in a terminal, a line "
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         model.add_argument("--checkpoint", help="checkpoint written by train")
         model.add_argument("--model", help="a published model: 'published' (the course's), or its folder")
         p.add_argument("--beam", type=positive, default=1, help="beam size, 1 for greedy (1)")
+        p.add_argument("--length-penalty", type=number(float, minimum=0, maximum=4), default=1.0, metavar="ALPHA",
+                       help="with --beam: a hypothesis scores its log-probability / length ** ALPHA (1.0)")
         p.add_argument("--batch-size", type=number(int, minimum=1, maximum=MAX_BATCH), default=64,
                        help=f"sentences decoded together, at most {MAX_BATCH:,} (64)")
     tr.add_argument("--tokenized", action="store_true", help="print tokens as the model writes them")
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
     ev.add_argument("--record", metavar="FILE", help="also write the scores, with the model, data and training "
                     "they belong to and the machine, as JSON to FILE (the book's results are rendered from these)")
+    average.add_parser(sub)
     for p in (t, tr, ev):
         p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: $NMT_DEVICE, else a GPU if there is one)")
         p.add_argument("--threads", type=positive, help="CPU threads for PyTorch (default: $NMT_THREADS, else all cores)")
@@ -210,22 +213,6 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
     return 0
 
 
-def held_out_line(progress: dict, has_valid: bool) -> str:
-    """The last validation loss, and whether it is the final weights' or an earlier epoch end's."""
-    history = progress["history"]
-    done = [(e, s, v) for e, s, v in zip(history["epoch"], history["epoch_step"], history["valid_loss"])
-            if v is not None]
-    if not has_valid:
-        return "no validation split"
-    if not done:
-        return "not validated: it stopped before an epoch's end"
-    epoch, step, loss = done[-1]
-    line = f"valid loss {loss:.3f} (perplexity {math.exp(loss):.2f})"
-    if step != progress["step"]:
-        line += f" at the end of epoch {epoch} (update {step:,}); the final weights were not validated"
-    return line
-
-
 def translate_command(args, parser) -> int:
     if sys.stdout is None:
         raise ValueError("standard output is closed: there is nowhere to write the translations")
@@ -235,7 +222,7 @@ def translate_command(args, parser) -> int:
     warn = lambda message: say(f"{parser.prog} translate: {message}\n")
     done = 0
     for lines in stdin_batches(args.batch_size, warn):
-        out = translate_lines(ckpt, lines, beam=args.beam, batch_size=args.batch_size, tokenized=args.tokenized,
+        out = translate_lines(ckpt, lines, beam=args.beam, alpha=args.length_penalty, batch_size=args.batch_size, tokenized=args.tokenized,
                               memory_budget=args.memory_budget, first=done + 1, warn=warn)
         write_out("".join(text + "\n" for text in out))     # each batch as soon as it is done
         done += len(lines)
@@ -249,10 +236,10 @@ def evaluate_command(args, parser) -> int:
     record = check_writable(args.record, "record", "--record") if args.record else None   # fails now, not after
     started = time.perf_counter()
     if args.test:
-        r = evaluate_public(ckpt, test=args.test, beam=args.beam, limit=args.limit, batch_size=args.batch_size,
+        r = evaluate_public(ckpt, test=args.test, beam=args.beam, alpha=args.length_penalty, limit=args.limit, batch_size=args.batch_size,
                             memory_budget=args.memory_budget, overlap_ok=args.overlap_ok)
     else:
-        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, limit=args.limit,
+        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, alpha=args.length_penalty, limit=args.limit,
                                 batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
                                 memory_budget=args.memory_budget)
     write_out("".join(line + "\n" for line in report(r)))
@@ -270,15 +257,16 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command}[args.command]
+    command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command,
+               "average": average.average_command}[args.command]
     name = f"{parser.prog} {args.command}"
     try:
-        args.device = parse_device(args.device, source="--device") if args.device else default_device()
+        args.device = parse_device(args.device, source="--device") if getattr(args, "device", None) else default_device()
         if launched_by_torchrun():                 # started by torchrun: one of several data-parallel processes
             if args.command != "train":
                 raise ValueError(f"{args.command} runs in one process: start it with python, not torchrun")
             args.device = join_process_group(args.device)
-        use_threads(args.threads)
+        use_threads(getattr(args, "threads", None))
     except ValueError as e:
         parser.error(str(e))
     with warnings.catch_warnings():                # a warning is one plain line, not a line of our source

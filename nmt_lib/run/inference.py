@@ -19,12 +19,13 @@ MEMORY_BUDGET = 2048                                                    # MB for
 MAX_OUTPUT = 80
 
 
-def search_for(beam: int):
-    """Greedy decoding for beam 1, else beam search with `beam` hypotheses."""
-    return greedy_decode if beam == 1 else partial(beam_search, beam_size=beam)
+def search_for(beam: int, alpha: float = 1.0):
+    """Greedy decoding for beam 1, else beam search with `beam` hypotheses, their log-probabilities divided
+    by length ** `alpha` (the length penalty: 0 favours short translations, 1 scores per token)."""
+    return greedy_decode if beam == 1 else partial(beam_search, beam_size=beam, alpha=alpha)
 
 
-def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len: int = MAX_OUTPUT,
+def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_size: int = 64, max_len: int = MAX_OUTPUT,
                     tokenized: bool = False, memory_budget: float = MEMORY_BUDGET, first: int = 1,
                     warn=None) -> list[str]:
     """Raw sentences -> translations, exactly one line each (empty lines stay empty). Beam search decodes
@@ -48,7 +49,7 @@ def translate_lines(ckpt, lines, *, beam: int = 1, batch_size: int = 64, max_len
         warnings.simplefilter("ignore")
         out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab,
                         AsPieces(ckpt.tgt_vocab) if tokenized else ckpt.tgt_vocab, max_len=max_len,
-                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam), prepare=prepare)
+                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam, alpha), prepare=prepare)
     if not tokenized:
         out = copy_unknowns(ckpt, [prepare(lines[i]) for i in keep], out)
     result = [""] * len(lines)
@@ -142,7 +143,7 @@ def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
     return [" ".join(tokens) for tokens in replaced]
 
 
-def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, limit: int | None = None,
+def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, alpha: float = 1.0, limit: int | None = None,
                         batch_size: int = 64, data_changed_ok: bool = False,
                         memory_budget: float = MEMORY_BUDGET) -> dict:
     """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a held-out split,
@@ -162,7 +163,7 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
         warnings.simplefilter("ignore")
         result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
-                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam),
+                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam, alpha),
                                prepare=preparer(corpus.settings))
     french, raw = corpus.settings["french_spacing"], keeps_case(corpus.settings)
     join = (lambda text: text) if raw else partial(detokenize, french=french)
@@ -178,13 +179,13 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     chrf = sacrebleu.CHRF(lowercase=not raw)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
             "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
+            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam, "alpha": alpha,
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}
 
 
-def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | None = None, batch_size: int = 64,
+def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0, limit: int | None = None, batch_size: int = 64,
                     memory_budget: float = MEMORY_BUDGET, overlap_ok: bool = False) -> dict:
     """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference per line) on the
     public Tatoeba test set, every line translated as `translate` would: scores others publish on it."""
@@ -197,7 +198,7 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | 
         warnings.warn("this model writes lowercase text with punctuation split off (--preprocess course); scored "
                       "case-sensitively against references as written, it loses points for that alone")
     pairs = read_tatoeba_test()[:limit]
-    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, batch_size=batch_size,
+    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size,
                            memory_budget=memory_budget)
     refs = [[t for _, t in pairs]]
     metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
@@ -205,14 +206,15 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, limit: int | 
     unknown = count_unknowns(hyps)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": None,
             "chrf": chrf.corpus_score(hyps, refs).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam,
+            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam, "alpha": alpha,
             "score_line": str(score), "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
             "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score}
 
 
 def report(r: dict) -> list[str]:
     """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result, a line each."""
-    search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
+    search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}" + (
+        f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
     what = (f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}" if r["token_bleu"] is None
             else f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, "
                  f"{search}")

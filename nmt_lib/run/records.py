@@ -39,7 +39,7 @@ def write_record(path, record: dict) -> Path:
     return atomic_save(text, path, write=lambda t, file: Path(file).write_text(t, encoding="utf-8"))
 
 
-SCORES = ("split", "beam", "sentences", "references", "sacrebleu", "signature", "chrf", "chrf_signature",
+SCORES = ("split", "beam", "alpha", "sentences", "references", "sacrebleu", "signature", "chrf", "chrf_signature",
           "token_bleu", "unknown", "copied", "sacrebleu_with_unknowns")
 
 

@@ -18,6 +18,7 @@ from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share
 from nmt_lib.recipes import paper_adam
+from nmt_lib.run.average import keep_epoch
 from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
 from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
@@ -32,6 +33,8 @@ class RunSettings(TrainSettings):
     """Chapter 9's `TrainSettings`, and what the command line adds to them."""
     checkpoint_every: int = setting(500, "updates between checkpoints (0: only at epoch ends)")
     time_limit: float | None = setting(None, "minutes; stop, with a checkpoint, once exceeded")
+    keep_last: int = setting(0, "also keep the checkpoints of the last N epoch ends, as OUT.epochE.pt, for "
+                             "`average` (0: none)")
     loss: str = setting("plain", "plain: F.cross_entropy on the logits; sliced: chapter 10's output layer "
                         "and loss together, a slice of rows at a time", choices=("plain", "sliced"))
     fused_adam: bool = setting(False, "chapter 10's one-kernel Adam update")
@@ -45,6 +48,8 @@ class RunSettings(TrainSettings):
             raise ValueError(f"time_limit must be a positive number, got {self.time_limit}")
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.keep_last < 0:
+            raise ValueError(f"keep_last must be >= 0, got {self.keep_last}")
         if self.loss not in ("plain", "sliced"):
             raise ValueError(f"loss must be 'plain' or 'sliced', got {self.loss!r}")
         if self.precision not in PRECISIONS:
@@ -257,6 +262,8 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
                 bar.set_postfix_str(f"{held_out}, {tokens_seen / (time.perf_counter() - start):,.0f} tok/s",
                                     refresh=False)
                 save()
+                if settings.keep_last and checkpoint is not None and rank == 0:
+                    keep_epoch(checkpoint, progress["epoch"] - 1, settings.keep_last)
                 stopping = stop_reason()
     if stopping == "time_limit" and report != "none":
         sys.stderr.write(f"time limit of {settings.time_limit} min reached at update {progress['step']:,}"
@@ -265,3 +272,19 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     save()
     model.eval()
     return progress
+
+
+def held_out_line(progress: dict, has_valid: bool) -> str:
+    """The last validation loss, and whether it is the final weights' or an earlier epoch end's."""
+    history = progress["history"]
+    done = [(e, s, v) for e, s, v in zip(history["epoch"], history["epoch_step"], history["valid_loss"])
+            if v is not None]
+    if not has_valid:
+        return "no validation split"
+    if not done:
+        return "not validated: it stopped before an epoch's end"
+    epoch, step, loss = done[-1]
+    line = f"valid loss {loss:.3f} (perplexity {math.exp(loss):.2f})"
+    if step != progress["step"]:
+        line += f" at the end of epoch {epoch} (update {step:,}); the final weights were not validated"
+    return line
