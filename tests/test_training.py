@@ -354,6 +354,8 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     (("train", "--out", "x.pt", "--d-model", "30", "--heads", "4"), 2, "multiple of n_heads"),
     (("train", "--out", "x.pt", "--label-smoothing", "1.5"), 2, "must be in [0, 1)"),
     (("evaluate", "--checkpoint", "/nonexistent/x.pt"), 1, "not found"),
+    (("evaluate", "--checkpoint", "x.pt", "--test", "tatoeba", "--split", "valid"), 2, "--split and --data"),
+    (("evaluate", "--model", "published", "--test", "tatoeba", "--data", "x.tsv"), 2, "--split and --data"),
 ])
 def test_cli_bad_arguments_exit_nonzero_with_a_message(args, status, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

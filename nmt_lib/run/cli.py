@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--memory-budget", type=number(float, minimum=1), default=MEMORY_BUDGET, metavar="MB",
                        help=f"beam search decodes as many sentences together as fit in this many MB "
                        f"({MEMORY_BUDGET})")
-    ev.add_argument("--split", choices=["test", "valid"], default="test")
+    ev.add_argument("--split", choices=["test", "valid"], help="the corpus's held-out split to score (test)")
     ev.add_argument("--test", choices=TEST_SETS, help="score on a public test set instead of the corpus's held-out "
                     "split, with sacreBLEU's defaults (case-sensitive, one reference per line): tatoeba, the Tatoeba "
                     "Translation Challenge's English-French test, v2021-08-07")
@@ -232,6 +232,8 @@ def translate_command(args, parser) -> int:
 def evaluate_command(args, parser) -> int:
     if sys.stdout is None:
         raise ValueError("standard output is closed: there is nowhere to write the scores")
+    if args.test and (args.split or args.data):
+        parser.error("--test scores a public test set; --split and --data choose the corpus's split instead")
     ckpt = load_model(args.checkpoint, args.model, args.device)
     record = check_writable(args.record, "record", "--record") if args.record else None   # fails now, not after
     started = time.perf_counter()
@@ -239,7 +241,7 @@ def evaluate_command(args, parser) -> int:
         r = evaluate_public(ckpt, test=args.test, beam=args.beam, alpha=args.length_penalty, limit=args.limit, batch_size=args.batch_size,
                             memory_budget=args.memory_budget, overlap_ok=args.overlap_ok)
     else:
-        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split, beam=args.beam, alpha=args.length_penalty, limit=args.limit,
+        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split or "test", beam=args.beam, alpha=args.length_penalty, limit=args.limit,
                                 batch_size=args.batch_size, data_changed_ok=args.data_changed_ok,
                                 memory_budget=args.memory_budget)
     write_out("".join(line + "\n" for line in report(r)))
