@@ -60,9 +60,11 @@ def explore(
     alpha: float = 1.0,
     max_len: int = MAX_LEN,
     max_src_len: int = 100,
+    prepare=preprocess,
 ) -> Exploration:
     """Translate `text` greedily (`beam_size` 1) or with beam search, and collect every
-    attention map.
+    attention map. `prepare` turns the text into what `src_vocab` splits: the course's
+    lowercasing `preprocess`, or the model's own (a published model keeps case).
 
     Raises ValueError, with a one-line message, for empty text and text with nothing but
     punctuation. A sentence longer than `max_src_len` tokens is cut, and unknown words
@@ -72,7 +74,7 @@ def explore(
         raise ValueError("Type an English sentence first.")
     if max_src_len < 1:
         raise ValueError(f"max_src_len must be at least 1, got {max_src_len}")
-    tokens = src_vocab.split(preprocess(text.strip()))
+    tokens = src_vocab.split(prepare(text.strip()))
     if not any(ch.isalnum() for t in tokens for ch in t):
         raise ValueError("There is only punctuation here: nothing to translate.")
     notes = []
@@ -221,20 +223,23 @@ def hover_html(exp: Exploration) -> str:
 
 class TranslatorApp:
     """An ipywidgets app: type a sentence, translate it, and explore its attention
-    (see `explore`). Display it with `app.widget` (or just `app` as the last line of a
-    cell)."""
+    (see `explore`, which `prepare` is passed to). Display it with `app.widget` (or just
+    `app` as the last line of a cell)."""
 
     def __init__(
-        self, model, src_vocab, tgt_vocab, *, example: str = "", max_len: int = MAX_LEN
+        self,
+        model,
+        src_vocab,
+        tgt_vocab,
+        *,
+        example: str = "",
+        max_len: int = MAX_LEN,
+        prepare=preprocess,
     ):
         import ipywidgets as w  # only the app needs ipywidgets
 
-        self.model, self.src_vocab, self.tgt_vocab, self.max_len = (
-            model,
-            src_vocab,
-            tgt_vocab,
-            max_len,
-        )
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.max_len, self.prepare = max_len, prepare
         layers, heads = model.cfg.n_layers, model.cfg.n_heads
         self.text = w.Text(
             value=example,
@@ -316,6 +321,7 @@ class TranslatorApp:
                 self.text.value,
                 beam_size=beam,
                 max_len=self.max_len,
+                prepare=self.prepare,
             )
         except ValueError as e:
             self.exploration = None
@@ -364,13 +370,15 @@ class TranslatorApp:
         return seconds
 
 
-def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60) -> str:
+def static_views(
+    model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepare=preprocess
+) -> str:
     """HTML for a page without a kernel: for each sentence its translation, and the
     three kinds of attention (every layer and head) as images behind tabs that need no
-    JavaScript (CSS radio buttons)."""
+    JavaScript (CSS radio buttons). `prepare` as in `explore`."""
     parts, rules = [], []
     for s, sentence in enumerate(sentences):
-        exp = explore(model, src_vocab, tgt_vocab, sentence)
+        exp = explore(model, src_vocab, tgt_vocab, sentence, prepare=prepare)
         tabs, panels = [], []
         for k, (kind, (key, xlabel, ylabel)) in enumerate(KINDS.items()):
             x, y = token_labels(exp, key)

@@ -47,6 +47,7 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
             t.copy_(t.half().float())
     assert translate_lines(pub, SENTENCES) == translate_lines(ckpt, SENTENCES)
     assert published.load_model(model=str(folder), device="cpu").model.cfg == pub.model.cfg
+    assert pub.prepare("I  am\u00a0tired.") == "I am tired." and ckpt.prepare is pub.prepare   # case kept
 
 
 def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkpoint, tmp_path):

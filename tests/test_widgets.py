@@ -41,6 +41,17 @@ def test_explore_refuses_input_with_nothing_to_translate(tiny, text, message):
         explore(*tiny, text)
 
 
+def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
+    model, src, tgt = tiny
+    as_written = lambda text: text                      # a model that keeps case (a published one's own)
+    assert explore(model, src, tgt, "He is here.").src_tokens[0] == "he"             # the course's lowercasing
+    kept = explore(model, src, tgt, "He is here .", prepare=as_written)
+    assert kept.src_tokens[0] == "<unk>" and "He" in kept.notes[0]   # "He", as written, is not in this vocabulary
+    app = TranslatorApp(model, src, tgt, example="He is here .", prepare=as_written)
+    assert app.exploration.src_tokens == kept.src_tokens
+    assert "He is here ." in static_views(model, src, tgt, ["He is here ."], prepare=as_written)
+
+
 def test_explore_notes_cuts_and_unknown_words(tiny):
     exp = explore(*tiny, "the zyzzyva is " + "very " * 30 + "cold .", max_src_len=10)
     assert len(exp.src_tokens) == 11                                   # 10 tokens and <eos>

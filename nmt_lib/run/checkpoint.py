@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run.cache import atomic_save
-from nmt_lib.run.corpus import CorpusSettings, keeps_case
+from nmt_lib.run.corpus import CorpusSettings, keeps_case, preparer
 from nmt_lib.run.device import default_device
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
@@ -85,6 +85,11 @@ class Checkpoint:
 
     def __init__(self, model, src_vocab, tgt_vocab, payload):
         self.model, self.src_vocab, self.tgt_vocab, self.payload = model, src_vocab, tgt_vocab, payload
+
+    @property
+    def prepare(self):
+        """What turns raw text into what `src_vocab` splits, for this model (`corpus.preparer`)."""
+        return preparer(self.payload["data"])
 
     @property
     def step(self) -> int:
