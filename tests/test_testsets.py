@@ -39,6 +39,8 @@ def test_the_real_test_set_and_its_overlap_with_the_corpus():
     assert sum(s in english or t in french for s, t in test) == 6_705      # the count the issue quotes
     overlaps = testsets.overlap_filter(test)
     assert sum(overlaps(s, t) for s, t in corpus) == 13_728                 # corpus pairs --exclude leaves out
+    seen = testsets.overlap_filter(corpus)                                  # what the records call test_pairs_in_corpus
+    assert sum(seen(s, t) for s, t in test) == 6_728           # 23 more once spaces and Unicode are normalised
 
 
 def test_a_damaged_test_file_is_a_one_line_error(tmp_path, monkeypatch):
@@ -73,7 +75,9 @@ def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabu
                    monkeypatch)
     plain = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2)
     kept = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
-    assert plain.excluded == {} and sum(kept.excluded.values()) == 2
+    assert plain.excluded == {} and kept.excluded["train"] + kept.excluded["valid"] == 2
+    assert kept.excluded["test_pairs"] == 2 and kept.excluded["test_pairs_in_corpus"] == 2     # both share a side
+    assert kept.settings["excluded"] == kept.excluded and "excluded" not in plain.settings     # kept for records
     for split in ("train", "valid"):
         assert len(getattr(plain.splits, split)) - len(getattr(kept.splits, split)) == kept.excluded[split]
     assert kept.splits.test == plain.splits.test                  # the course's own test split is unchanged
@@ -149,5 +153,6 @@ def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, m
     from nmt_lib.text import preprocess
 
     in_test = preprocess(english) in {s for s, _ in lowercased.splits.test}
-    assert sum(lowercased.excluded.values()) == (0 if in_test else 1)   # the course's model reads both alike
-    assert sum(as_written.excluded.values()) == 0                      # a case-keeping model does not
+    left_out = lambda corpus: corpus.excluded["train"] + corpus.excluded["valid"]
+    assert left_out(lowercased) == (0 if in_test else 1)                # the course's model reads both alike
+    assert left_out(as_written) == 0                                    # a case-keeping model does not

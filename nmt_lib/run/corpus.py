@@ -115,6 +115,9 @@ class ParallelCorpus(NMTData):
             banned = {c for c, (s, t) in zip(clean, raw) if overlaps(s, t) or c[0] in english or c[1] in french}
             kept = {split: [p for p in getattr(splits, split) if p not in banned] for split in ("train", "valid")}
             self.excluded = {split: len(getattr(splits, split)) - len(kept[split]) for split in kept}
+            in_corpus = overlap_filter(raw)                              # the other way round: test pairs seen
+            self.excluded["test_pairs_in_corpus"] = sum(in_corpus(s, t) for s, t in test)
+            self.excluded["test_pairs"] = len(test)
             splits = splits._replace(**kept)
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
@@ -124,6 +127,8 @@ class ParallelCorpus(NMTData):
             shared_vocab=given.shared_vocab)
         self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
+        if self.excluded:                            # how much of the test set the corpus holds, for the record
+            self.settings["excluded"] = dict(self.excluded)
 
     @classmethod
     def from_settings(cls, settings: dict, path=None, *, changed_ok: bool = False) -> "ParallelCorpus":
