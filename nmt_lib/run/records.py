@@ -31,6 +31,23 @@ def machine() -> dict:
     return {"cpu": cpu_name(), "gpu": gpu, "torch": torch.__version__, "python": platform.python_version()}
 
 
+def new_session(progress: dict, device, world: int) -> dict:
+    """A new entry in `progress["sessions"]`: where this stretch of the run computes (CPU or GPU, threads,
+    processes) from which update, so that a record can say what a run that was resumed ran on. Updates
+    a run made before sessions were recorded get an entry of their own, its machine unknown (None)."""
+    import torch
+
+    sessions = progress.setdefault("sessions", [])
+    if not sessions and progress["step"] > 0:
+        sessions.append({"from_update": 0, "to_update": progress["step"], "seconds": round(progress["seconds"], 1),
+                         "machine": None})
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    sessions.append({"from_update": progress["step"], "to_update": progress["step"], "seconds": 0.0,
+                     "machine": f"{where}, {torch.get_num_threads()} threads" + (f", {world} processes" if world > 1
+                                                                                  else "")})
+    return sessions[-1]
+
+
 def write_record(path, record: dict) -> Path:
     """Write `record`, stamped with the time and the machine, as JSON to `path`, atomically."""
     stamped = {**record, "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -58,4 +75,5 @@ def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> di
             "data": {**data, "file": Path(payload["data"].get("path") or "").name},
             "training": {"settings": payload.get("train"), "updates": progress.get("step"),
                          "epoch": progress.get("epoch"), "seconds": progress.get("seconds"),
-                         "valid_loss": [{"epoch": e, "update": s, "loss": v} for e, s, v in epochs]}}
+                         "valid_loss": [{"epoch": e, "update": s, "loss": v} for e, s, v in epochs],
+                         "sessions": progress.get("sessions"), "averaged": payload.get("averaged")}}

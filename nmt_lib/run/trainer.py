@@ -23,6 +23,7 @@ from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
 from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
+from nmt_lib.run.records import new_session
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
                               noam_lr, noam_schedule, record_update, token_loaders, update_groups)
@@ -184,6 +185,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     held = valid if len(valid.dataset) else loader
     probe = held.collate_fn([held.dataset[i] for i in range(min(8, len(held.dataset)))]).to(device)
     start, tokens_seen, spent_before = time.perf_counter(), 0, progress["seconds"]
+    session = new_session(progress, device, world)
 
     def kept() -> str:
         return (f"the checkpoint {checkpoint} (update {saved_at:,}) is unaffected" if saved_at is not None else
@@ -195,6 +197,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
             raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}; lower "
                                    f"lr_factor or raise warmup. Nothing was saved: {kept()}.")
         progress["seconds"] = spent_before + time.perf_counter() - start
+        session.update(to_update=progress["step"], seconds=round(time.perf_counter() - start, 1))
         progress.update(rng_states(device))
         if checkpoint is not None and rank == 0:
             save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
