@@ -36,6 +36,10 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
     folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="# A test model\n")
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "model.safetensors", "settings.json"]
     assert "path" not in json.loads((folder / "settings.json").read_text())["data"]     # no machine's path
+    from safetensors.torch import load_file
+    stored, tied = load_file(folder / "model.safetensors"), json.loads((folder / "settings.json").read_text())["tied"]
+    assert len(tied) == 2 and set(tied.values()) <= set(stored)          # the tied matrix is stored once
+    assert len(stored) + 2 == len(load_checkpoint(subword_checkpoint, device="cpu").model.state_dict())
     ckpt = load_checkpoint(subword_checkpoint, device="cpu")
     monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("a published model must load without pickle"))
     pub = published.load_published(folder, device="cpu")
@@ -58,6 +62,9 @@ def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkp
     (folder / "settings.json").write_text(json.dumps({**settings, "config": {**settings["config"], "d_model": 32}}))
     with pytest.raises(CheckpointError, match="do not fit the model its config describes"):
         published.load_published(folder, device="cpu")                    # checked as a checkpoint is
+    (folder / "settings.json").write_text(json.dumps({**settings, "tied": {"x": "no.such.weight"}}))
+    with pytest.raises(CheckpointError, match="tied weights is damaged"):
+        published.load_published(folder, device="cpu")
     (folder / "settings.json").write_text(json.dumps(settings))
     (folder / "model.safetensors").write_bytes(b"not safetensors")
     with pytest.raises(CheckpointError, match="damaged"):
@@ -87,3 +94,19 @@ def test_settings_are_checked_by_value_and_an_export_that_would_overflow_is_refu
     with pytest.raises(ValueError, match="too large for float16"):
         published.export_model(ckpt, tmp_path / "big", card="card\n")
     assert published.export_model(ckpt, tmp_path / "big", card="card\n", dtype=torch.float32).is_dir()
+
+
+SHIPPED = published.MODELS / published.PUBLISHED
+
+
+@pytest.mark.skipif(not SHIPPED.is_dir(), reason="no model has been published with the course yet")
+def test_the_published_model_translates_as_when_it_was_published():
+    examples = json.loads((SHIPPED / "examples.json").read_text(encoding="utf-8"))
+    model = published.load_published(device="cpu")
+    assert translate_lines(model, examples["sentences"]) == examples["translations"]
+    assert sum(p.stat().st_size for p in SHIPPED.iterdir()) <= 25 * 2 ** 20          # what the course ships
+    out = subprocess.run([sys.executable, "-m", "nmt_lib", "translate", "--model", "published", "--device", "cpu"],
+                         input="I am cold.\n", capture_output=True, text=True, cwd=ROOT)
+    cold = examples["translations"][examples["sentences"].index("I am cold.")]
+    assert out.returncode == 0 and out.stdout == cold + "\n", out.stderr
+    assert cold[0].isupper() and cold.endswith(".") and " ." not in cold            # cased and detokenised

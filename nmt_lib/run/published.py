@@ -31,14 +31,21 @@ def export_model(checkpoint, folder, *, card: str, dtype: torch.dtype = torch.fl
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint, device="cpu")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    # Each tensor its own copy: tied embeddings share one tensor, which safetensors will not store twice.
-    weights = {name: t.detach().to("cpu", dtype).clone() for name, t in ckpt.model.state_dict().items()}
+    # Tied embeddings are one tensor under three names: stored once, the other names listed under "tied".
+    weights, tied, first = {}, {}, {}
+    for name, t in ckpt.model.state_dict().items():
+        if t.data_ptr() in first:
+            tied[name] = first[t.data_ptr()]
+        else:
+            first[t.data_ptr()] = name
+            weights[name] = t.detach().to("cpu", dtype).clone()
     overflow = [name for name, t in weights.items() if not torch.isfinite(t).all()]
     if overflow:
         raise ValueError(f"{', '.join(overflow[:2])} holds values too large for {str(dtype).replace('torch.', '')}: "
                          "export in float32 (dtype=torch.float32)")
     save_file(weights, folder / "model.safetensors", metadata={"format": FORMAT})
     payload = {k: ckpt.payload[k] for k in KEPT if k in ckpt.payload}
+    payload["tied"] = tied
     payload["data"] = {k: v for k, v in payload["data"].items() if k != "path"}      # this machine's path
     tokenizer = dict(ckpt.payload.get("tokenizer") or {"kind": "word"})
     payload["tokenizer"] = {k: ({"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v)
@@ -76,6 +83,10 @@ def load_published(folder=None, device=None) -> Checkpoint:
                          for k, v in tokenizer.items()}
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{folder}/settings.json: its tokenizer entry is damaged") from None
+    tied = settings.get("tied") or {}
+    if not isinstance(tied, dict) or not all(isinstance(v, str) and v in weights for v in tied.values()):
+        raise CheckpointError(f"{folder}/settings.json: its list of tied weights is damaged")
+    weights.update({alias: weights[name] for alias, name in tied.items()})
     payload = {**{k: settings[k] for k in KEPT if k in settings}, "format": CHECKPOINT_FORMAT,
                "tokenizer": tokenizer, "state_dict": {k: v.float() for k, v in weights.items()}}
     ckpt = checkpoint_from(payload, folder, device)
