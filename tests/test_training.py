@@ -568,3 +568,13 @@ def test_a_damaged_target_vocabulary_is_a_checkpoint_error_even_when_shared(tmp_
         torch.save({**payload, "tgt_vocab": damage, "tokenizer": {"kind": "word", "shared": True}}, tmp_path / "d.pt")
         with pytest.raises(CheckpointError, match="its tgt_vocab must be a list of token strings"):
             load_checkpoint(tmp_path / "d.pt")
+
+
+def test_evaluate_checkpoint_scores_the_same_on_a_corpus_built_once(tmp_path, de_corpus):
+    path, _ = saved(tmp_path, de_corpus)
+    ckpt = load_checkpoint(path, device="cpu")
+    built = ParallelCorpus.from_settings(ckpt.payload["data"])
+    assert evaluate_checkpoint(ckpt, corpus=built)["sacrebleu"] == evaluate_checkpoint(ckpt)["sacrebleu"]
+    other = ParallelCorpus(de_corpus, min_freq=1, seed=7)                  # another split
+    with pytest.raises(ValueError, match="not built with the checkpoint's data settings"):
+        evaluate_checkpoint(ckpt, corpus=other)

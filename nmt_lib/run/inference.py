@@ -145,12 +145,16 @@ def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
 
 def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, alpha: float = 1.0, limit: int | None = None,
                         batch_size: int = 64, data_changed_ok: bool = False,
-                        memory_budget: float = MEMORY_BUDGET) -> dict:
+                        memory_budget: float = MEMORY_BUDGET, corpus=None) -> dict:
     """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a held-out split,
-    and the course's token BLEU."""
+    and the course's token BLEU. `corpus`, the run's `ParallelCorpus` if already built (it must hold the
+    same data settings), saves building it again when several checkpoints of one run are scored."""
     import sacrebleu                                   # the standard BLEU; installed with the course
 
-    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
+    if corpus is None:
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
+    elif same_data(corpus.settings) != same_data(ckpt.payload["data"]):
+        raise ValueError("the corpus given was not built with the checkpoint's data settings")
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
     pairs = getattr(corpus.splits, split)
     if not pairs:
@@ -183,6 +187,11 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}
+
+
+def same_data(settings: dict) -> dict:
+    """The data settings that define a run's split (not where the file is, nor the counts it reported)."""
+    return {k: v for k, v in settings.items() if k not in ("path", "excluded")}
 
 
 def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0, limit: int | None = None, batch_size: int = 64,
