@@ -77,6 +77,7 @@ def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabu
     kept = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
     assert plain.excluded == {} and kept.excluded["train"] + kept.excluded["valid"] == 2
     assert kept.excluded["test_pairs"] == 2 and kept.excluded["test_pairs_in_corpus"] == 2     # both share a side
+    assert kept.excluded["test_pairs_in_corpus_exactly"] == 1      # the other only once its odd space is plain
     assert kept.settings["excluded"] == kept.excluded and "excluded" not in plain.settings     # kept for records
     for split in ("train", "valid"):
         assert len(getattr(plain.splits, split)) - len(getattr(kept.splits, split)) == kept.excluded[split]

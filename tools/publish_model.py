@@ -74,10 +74,11 @@ def card(ckpt, records: list[dict], name: str) -> str:
         "learned on the training split as written, with byte fallback (no `<unk>`).",
     ]
     if excluded:
-        lines.append(f"- Kept apart from the public Tatoeba test set (v2021-08-07): {excluded['test_pairs_in_corpus']:,}"
-                     f" of its {excluded['test_pairs']:,} pairs share their English or French sentence with `fra.txt`,"
-                     f" so every corpus pair sharing a sentence with it was left out: {excluded['train']:,} from "
-                     f"training and {excluded['valid']:,} from validation.")
+        lines.append(f"- Kept apart from the public Tatoeba test set (v2021-08-07): "
+                     f"{excluded['test_pairs_in_corpus_exactly']:,} of its {excluded['test_pairs']:,} pairs share "
+                     f"their English or French sentence with `fra.txt` ({excluded['test_pairs_in_corpus']:,} once "
+                     "Unicode forms and spaces are unified), so every corpus pair sharing a sentence with it was "
+                     f"left out: {excluded['train']:,} from training and {excluded['valid']:,} from validation.")
     lines += ["", "## Training", "", "```bash", train_command(payload), "```", "",
               f"{progress.get('step', 0):,} updates ({progress.get('epoch', 1) - 1} epochs), "
               f"{minutes:.0f} minutes of training in all" + (":" if sessions else "."), ""]

@@ -206,6 +206,48 @@ def ablation(rec: dict) -> str:
     return "\n".join(lines) + f"\n\n*`{rec['command']}`, run on {machine(rec)}; transcribed {rec['transcribed']}.*"
 
 
+def public_results(ours: list[dict], others: dict) -> str:
+    """The README's comparison on the public Tatoeba test: our published model (its `evaluate --test
+    tatoeba --record` records) beside the scores others published on the same set, with the overlap."""
+    rows = ["| system | parameters | trained on | BLEU | chrF |", "|---|---:|---|---:|---:|"]
+    for rec in ours:
+        search = "greedy" if rec["beam"] == 1 else f"beam {rec['beam']}" + (
+            f", length penalty {rec['alpha']:g}" if rec.get("alpha", 1.0) != 1.0 else "")
+        rows.append(f"| **[ours](models/tatoeba-en-fr/README.md), {search}** | {rec['model']['parameters']:,} | "
+                    f"Tatoeba's own English–French pairs, the test's sentences left out | "
+                    f"**{score(rec['sacrebleu'])}** | **{score(rec['chrf'])}** |")
+    for r in others["rows"]:
+        chrf = "–" if r["chrf"] is None else f"{r['chrf']:.1f}"
+        model = f" ({r['model']})" if r.get("model") else ""
+        rows.append(f"| {r['system']}{model} | {r['parameters']} | {r['data']} | {r['sacrebleu']:.1f} | {chrf} |")
+    first, excluded = ours[0], ours[0]["data"]["excluded"]
+    sessions = first["training"].get("sessions") or []
+    minutes = sum(s["seconds"] for s in sessions) / 60 if sessions else first["training"]["seconds"] / 60
+    return "\n".join(rows) + (
+        f"\n\nAll on the {first['sentences']:,} pairs of `{first['split']}`, one reference each; ours scored by "
+        f"`evaluate --test tatoeba` with sacreBLEU `{first['signature']}` and chrF `{first['chrf_signature']}` "
+        f"({first['recorded'][:10]}, {first['machine']['cpu']}; {minutes:.0f} min of training). "
+        f"{excluded['test_pairs_in_corpus_exactly']:,} of the test's {excluded['test_pairs']:,} pairs share their "
+        f"English or French sentence with the course's corpus ({excluded['test_pairs_in_corpus']:,} once Unicode "
+        f"forms and spaces are unified), so its {excluded['train']:,} training and "
+        f"{excluded['valid']:,} validation pairs that share one were left out before training. "
+        f"The others' scores are {others['transcribed']}.")
+
+
+def recipe(rec: dict) -> str:
+    """The recipe search (`tools/recipe_search.py`): each candidate's validation scores."""
+    lines = [f"Method: {rec['method']} ({rec['sentences']:,} sentences, {rec['references']:,} references; "
+             f"`{rec['signature']}`).", "", "| candidate | model | updates | training | search | valid BLEU | "
+             "valid chrF |", "|---|---|---:|---:|---|---:|---:|"]
+    for r in rec["rows"]:
+        chosen = r["candidate"] == rec["chosen"]["candidate"] and r["search"] == rec["chosen"]["search"]
+        mark = (lambda x: f"**{x}**") if chosen else str
+        lines.append(f"| {mark(r['candidate'])} | {r['model']} | {r['updates']:,} | "
+                     f"{duration(r['training_minutes'] * 60)} | {r['search']} | {mark(score(r['valid_bleu']))} | "
+                     f"{score(r['valid_chrf'])} |")
+    return "\n".join(lines) + f"\n\n*`{rec['command']}`, run on {machine(rec)}.*"
+
+
 def percent(x) -> str:
     return f"{100 * x:.1f}%"
 

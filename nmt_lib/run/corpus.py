@@ -117,6 +117,9 @@ class ParallelCorpus(NMTData):
             self.excluded = {split: len(getattr(splits, split)) - len(kept[split]) for split in kept}
             in_corpus = overlap_filter(raw)                              # the other way round: test pairs seen
             self.excluded["test_pairs_in_corpus"] = sum(in_corpus(s, t) for s, t in test)
+            as_written = {s for s, _ in raw}, {t for _, t in raw}
+            self.excluded["test_pairs_in_corpus_exactly"] = sum(s in as_written[0] or t in as_written[1]
+                                                               for s, t in test)
             self.excluded["test_pairs"] = len(test)
             splits = splits._replace(**kept)
         if not splits.train:
