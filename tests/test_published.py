@@ -54,6 +54,15 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
     assert pub.prepare("I  am\u00a0tired.") == "I am tired." and ckpt.prepare is pub.prepare   # case kept
 
 
+def test_one_call_loads_the_published_model():
+    import nmt_lib.run
+    from nmt_lib.run import load_published
+
+    assert load_published is published.load_published and published.MODELS.parent == ROOT
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        nmt_lib.run.nothing
+
+
 def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkpoint, tmp_path):
     with pytest.raises(CheckpointError, match="none has been published with the course yet"):
         published.load_published(tmp_path / published.PUBLISHED)

@@ -14,5 +14,18 @@ one folder up, generated from the chapters).
 - `inference`: translating lines as they arrive and scoring a held-out split with a checkpoint.
 - `options`: command-line options built from the settings dataclasses.
 - `stdio`: standard input in batches as it arrives, standard output that fails in one line.
-- `cli`: `python -m nmt_lib train|translate|evaluate`.
+- `testsets`: the public Tatoeba test set, its download and its overlap with the corpus.
+- `records`: the JSON records of runs that the README and the book are rendered from.
+- `average`: checkpoint averaging, and the epoch ends `train --keep-last` keeps.
+- `published`: the model the course ships (`load_published()`), and exporting one.
+- `cli`: `python -m nmt_lib train|translate|evaluate|average`.
 """
+
+
+def __getattr__(name):
+    """`nmt_lib.run.load_published`, the course's published model, imported only when asked for (it
+    needs safetensors and the Transformer)."""
+    if name == "load_published":
+        from nmt_lib.run.published import load_published
+        return load_published
+    raise AttributeError(f"module 'nmt_lib.run' has no attribute {name!r}")
