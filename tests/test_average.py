@@ -1,5 +1,6 @@
 """Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
 `average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,9 +71,30 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(run, de_corpus
         average_checkpoints([out, tmp_path / "other.pt"], tmp_path / "avg.pt")
     with pytest.raises(ValueError, match="named twice"):
         average_checkpoints([out, out], tmp_path / "avg.pt")
+    os.link(out, tmp_path / "link.pt")
+    with pytest.raises(ValueError, match="named twice.*link"):
+        average_checkpoints([out, tmp_path / "link.pt"], tmp_path / "avg.pt")
+    with pytest.raises(ValueError, match="holds the same update"):      # the last epoch end, saved again at the end
+        average_checkpoints([epoch_checkpoint(out, 4), out], tmp_path / "avg.pt")
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes(out.read_bytes())
+    with pytest.raises(ValueError, match="holds the same update"):
+        average_checkpoints([out, copy], tmp_path / "avg.pt")
     with pytest.raises(ValueError, match="is one of the checkpoints"):
         average_checkpoints([out, epoch_checkpoint(out, 3)], out)
+    with pytest.raises(ValueError, match="a run's checkpoint, which it could no longer resume from"):
+        average_checkpoints([epoch_checkpoint(out, 3), epoch_checkpoint(out, 4)], tmp_path / "other.pt")
     assert not (tmp_path / "avg.pt").exists()
+
+
+def test_checkpoints_before_and_after_a_resume_average(run, tmp_path):
+    from nmt_lib.run.checkpoint import read_payload
+    corpus, out, _ = run
+    later = read_payload(epoch_checkpoint(out, 4), "cpu")                  # a resume adds a count the
+    later["data"]["excluded"] = {"train": 0}                               # earlier checkpoints lack
+    torch.save(later, tmp_path / "later.pt")
+    mean = average_checkpoints([epoch_checkpoint(out, 3), tmp_path / "later.pt"], tmp_path / "avg.pt")
+    assert load_checkpoint(mean, device="cpu").payload["data"]["excluded"] == {"train": 0}   # the latest's
 
 
 def test_average_on_the_command_line(run, tmp_path):
@@ -83,6 +105,15 @@ def test_average_on_the_command_line(run, tmp_path):
     resumed = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "avg.pt"),
                               "--resume"], cwd=ROOT, capture_output=True, text=True)
     assert resumed.returncode == 1 and "no training state to resume from" in resumed.stderr
+    fresh = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "run.pt"),
+                            "--max-steps", "1"], cwd=ROOT, capture_output=True, text=True)
+    assert fresh.returncode == 1 and "pass --resume" in fresh.stderr
+    out.unlink()                                             # its epoch ends are still there: a fresh run refuses
+    fresh = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(out), "--max-steps", "1"],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert fresh.returncode == 1 and "run.epoch3.pt exists" in fresh.stderr
+    assert "average" in subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "avg.pt"),
+                                        "--resume"], cwd=ROOT, capture_output=True, text=True).stderr
     missing = subprocess.run([sys.executable, "-m", "nmt_lib", "average", "--out", str(tmp_path / "x.pt"),
-                              str(out), str(tmp_path / "none.pt")], cwd=ROOT, capture_output=True, text=True)
+                              str(epoch_checkpoint(out, 3)), str(tmp_path / "none.pt")], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "not found" in missing.stderr

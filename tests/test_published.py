@@ -16,6 +16,7 @@ from nmt_lib.run.inference import translate_lines
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+pub_training = lambda folder: published.load_published(folder, device="cpu").payload["training"]
 SENTENCES = ["I am tired.", "", "We see a dog?", "You are not cold!"]
 
 
@@ -36,6 +37,12 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
     folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="# A test model\n")
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "model.safetensors", "settings.json"]
     assert "path" not in json.loads((folder / "settings.json").read_text())["data"]     # no machine's path
+    ckpt = load_checkpoint(subword_checkpoint, device="cpu")
+    sessions = [{"from_update": 0, "to_update": 7, "seconds": 1.5, "machine": "a CPU, 2 threads"}]
+    trained = save_checkpoint(tmp_path / "t.pt", ckpt.model, ckpt.src_vocab, ckpt.tgt_vocab, data=ckpt.payload["data"],
+                              progress={"step": 7, "seconds": 1.5, "sessions": sessions})
+    assert pub_training(published.export_model(trained, tmp_path / "t", card="")) == {   # how it was trained
+        "updates": 7, "seconds": 1.5, "sessions": sessions, "averaged": None}
     from safetensors.torch import load_file
     stored, tied = load_file(folder / "model.safetensors"), json.loads((folder / "settings.json").read_text())["tied"]
     assert len(tied) == 2 and set(tied.values()) <= set(stored)          # the tied matrix is stored once
@@ -71,7 +78,13 @@ def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkp
     (folder / "settings.json").write_text(json.dumps({**settings, "config": {**settings["config"], "d_model": 32}}))
     with pytest.raises(CheckpointError, match="do not fit the model its config describes"):
         published.load_published(folder, device="cpu")                    # checked as a checkpoint is
-    (folder / "settings.json").write_text(json.dumps({**settings, "tied": {"x": "no.such.weight"}}))
+    stored = next(iter(settings["tied"].values()))
+    for tied in ({"x": "no.such.weight"}, {stored: stored}):          # a name that is not there; one overwritten
+        (folder / "settings.json").write_text(json.dumps({**settings, "tied": tied}))
+        with pytest.raises(CheckpointError, match="tied weights is damaged"):
+            published.load_published(folder, device="cpu")
+    untied = {**settings, "config": {**settings["config"], "tie_embeddings": False}}
+    (folder / "settings.json").write_text(json.dumps(untied))                 # tied names in an untied model
     with pytest.raises(CheckpointError, match="tied weights is damaged"):
         published.load_published(folder, device="cpu")
     (folder / "settings.json").write_text(json.dumps(settings))

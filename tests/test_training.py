@@ -350,6 +350,7 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     (("translate",), 2, "--checkpoint"),
     (("translate", "--checkpoint", "x.pt", "--beam", "0"), 2, "must be at least 1"),
     (("translate", "--checkpoint", "x.pt", "--length-penalty", "-1"), 2, "must be at least 0"),
+    (("translate", "--checkpoint", "x.pt", "--length-penalty", "0.6"), 2, "give --beam K"),
     (("train", "--out", "x.pt", "--lr-factor", "nan"), 2, "must be a finite number"),
     (("train", "--out", "x.pt", "--d-model", "30", "--heads", "4"), 2, "multiple of n_heads"),
     (("train", "--out", "x.pt", "--label-smoothing", "1.5"), 2, "must be in [0, 1)"),

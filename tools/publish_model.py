@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
 from nmt_lib.run.cli import FAST  # noqa: E402
-from nmt_lib.run.corpus import CorpusSettings  # noqa: E402
+from nmt_lib.run.corpus import CorpusSettings, keeps_case  # noqa: E402
 from nmt_lib.run.inference import translate_lines  # noqa: E402
 from nmt_lib.run.options import option  # noqa: E402
 from nmt_lib.run.published import MODELS, PUBLISHED, export_model, load_published  # noqa: E402
@@ -30,7 +30,7 @@ LIMIT_MB = 25                        # the most the course ships in models/
 EXAMPLES = ["I am cold.", "I don't know what to do.", "Where is the station?", "Tom has lived in Boston for "
             "three years.", "She asked him to help her with her homework.", "Could you recommend a good "
             "restaurant near here?", "The children were playing in the garden when it started to rain."]
-PER_SESSION = ("time_limit", "max_steps")   # a setting of the last session only, not of the run
+PER_SESSION = ("time_limit", "max_steps", "path")   # the last session's only, or this machine's
 
 
 def train_command(payload: dict) -> str:
@@ -60,8 +60,9 @@ def card(ckpt, records: list[dict], name: str) -> str:
         f"A Transformer encoder–decoder ({'pre' if cfg.norm_first else 'post'}-norm, d_model {cfg.d_model}, "
         f"{cfg.n_heads} heads, d_ff {cfg.d_ff}, {cfg.n_layers} + {cfg.n_layers} layers"
         f"{', embeddings and output layer tied' if cfg.tie_embeddings else ''}) of **{params:,} parameters**, "
-        "trained from scratch on two CPU cores. It translates English into French, keeping case and punctuation. "
-        "The weights are stored in half precision (`model.safetensors`); loading them runs no code.", "",
+        "trained from scratch. It translates English into French"
+        + (", keeping case and punctuation. " if keeps_case(data) else ", in lowercase with punctuation split off. ")
+        + "The weights are stored in half precision (`model.safetensors`); loading them runs no code.", "",
         "```python", "from nmt_lib.run import load_published", "model = load_published()          # this folder",
         "```", "", "```bash", 'echo "I am cold." | python -m nmt_lib translate --model published', "```", "",
         "## Data and licence", "",
@@ -70,9 +71,11 @@ def card(ckpt, records: list[dict], name: str) -> str:
         "CC-BY 2.0 FR. This model is derived from them: credit the Tatoeba contributors when you use it.", "",
         f"- Split: the course's split by English sentence, {data['valid_frac']:.0%} validation and "
         f"{data['test_frac']:.0%} test, seed {data['seed']}.",
-        f"- Tokenizer: one SentencePiece BPE vocabulary of {len(ckpt.tgt_vocab):,} pieces for both languages, "
-        "learned on the training split as written, with byte fallback (no `<unk>`).",
     ]
+    if data.get("tokenizer") == "bpe":
+        lines.append(f"- Tokenizer: SentencePiece BPE, {len(ckpt.tgt_vocab):,} pieces "
+                     f"{'for both languages' if data.get('shared_vocab') else 'per language'}, learned on the "
+                     f"training split{' as written' if keeps_case(data) else ''}, with byte fallback (no `<unk>`).")
     if excluded:
         lines.append(f"- Kept apart from the public Tatoeba test set (v2021-08-07): "
                      f"{excluded['test_pairs_in_corpus_exactly']:,} of its {excluded['test_pairs']:,} pairs share "
@@ -95,8 +98,10 @@ def card(ckpt, records: list[dict], name: str) -> str:
             f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
         lines.append(f"| {r['split']} ({r['sentences']:,} sentences) | {search} | {r['sacrebleu']:.1f} | "
                      f"{r['chrf']:.1f} | `{r['signature']}` | {r['recorded'][:10]}, {r['machine']['cpu']} |")
-    lines += ["", "Ours is trained in-domain, on Tatoeba itself (with the test set's sentences removed); the "
-              "systems it is compared with in the course's README are trained on other, far larger data.", ""]
+    if excluded:
+        lines += ["", "It is trained in-domain, on Tatoeba itself (with the test set's sentences left out); the "
+                  "systems the course's README compares it with are trained on other, far larger data."]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -110,9 +115,9 @@ def main(argv=None) -> int:
     records = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.records]
     params = sum(p.numel() for p in ckpt.model.parameters())
     wrong = [p for p, r in zip(args.records, records) if r["model"]["parameters"] != params
-             or r["training"]["updates"] != ckpt.step]
+             or r["training"]["updates"] != ckpt.step or r["training"].get("averaged") != ckpt.payload.get("averaged")]
     if wrong:
-        parser.error(f"{', '.join(wrong)} did not score this checkpoint (other parameters or updates)")
+        parser.error(f"{', '.join(wrong)} did not score this checkpoint (other parameters, updates or average)")
     folder = export_model(ckpt, args.out, card=card(ckpt, records, Path(args.out).name))
     pub = load_published(folder, device="cpu")
     examples = {"search": "greedy", "sentences": EXAMPLES, "translations": translate_lines(pub, EXAMPLES)}

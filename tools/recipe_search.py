@@ -11,7 +11,6 @@ the larger model after more of its time; the mean of its last 3, 5 and 8 epoch-e
 Averaged checkpoints are written beside the run (`OUT.avgN.pt`).
 """
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_lib.run.average import average_checkpoints, epoch_checkpoint  # noqa: E402
-from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
+from nmt_lib.run.average import average_checkpoints, epoch_checkpoint, kept_epochs  # noqa: E402
+from nmt_lib.run.checkpoint import load_checkpoint, read_payload  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus  # noqa: E402
 from nmt_lib.run.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint  # noqa: E402
@@ -39,11 +38,6 @@ def describe(ckpt) -> str:
 
 def minutes(ckpt) -> float:
     return (ckpt.payload.get("progress") or {}).get("seconds", 0.0) / 60
-
-
-def epochs_kept(run: Path) -> dict[int, Path]:
-    pattern = re.compile(rf"{re.escape(run.stem)}\.epoch(\d+){re.escape(run.suffix)}")
-    return {int(m[1]): p for p in run.parent.iterdir() if (m := pattern.fullmatch(p.name))}
 
 
 def main(argv=None) -> int:
@@ -74,18 +68,19 @@ def main(argv=None) -> int:
 
     baseline = load_checkpoint(args.baseline, device="cpu")
     first = score("earlier recipe", baseline)
-    kept = epochs_kept(args.run)
+    kept = kept_epochs(args.run)
     if not kept:
         parser.error(f"no epoch-end checkpoints beside {args.run} (train with --keep-last)")
     load = lambda e: load_checkpoint(kept[e], device="cpu")
-    spent = {e: minutes(load(e)) for e in sorted(kept)}        # one at a time: each holds its optimizer too
-    same_time = max((e for e, m in spent.items() if m <= minutes(baseline) + 1), default=min(spent))
-    score(f"larger model, epoch {same_time}", load(same_time), note="about the earlier recipe's training time")
+    spent = {e: read_payload(kept[e], "cpu")["progress"]["seconds"] / 60 for e in sorted(kept)}   # no model built
+    within = [e for e, m in spent.items() if m <= minutes(baseline) + 1]
+    if within:
+        score(f"larger model, epoch {max(within)}", load(max(within)), note="the earlier recipe's training time")
     last = max(kept)
-    for e in sorted({last // 2, (3 * last) // 4} - {same_time, last}):
+    for e in sorted(({last // 2, (3 * last) // 4} & set(kept)) - {max(within, default=None), last}):
         score(f"larger model, epoch {e}", load(e))
     best_ckpt = load(last)
-    best = score(f"larger model, epoch {last}", best_ckpt, note="the whole run")
+    best = score(f"larger model, epoch {last}", best_ckpt, note="the last epoch end kept")
     for n in AVERAGES:
         if n > len(kept):
             continue
@@ -97,7 +92,7 @@ def main(argv=None) -> int:
         if row["valid_bleu"] > best["valid_bleu"]:
             best, best_ckpt = row, ckpt
     beams = [score(f"{best['candidate']}", best_ckpt, beam=4, alpha=a) for a in ALPHAS]
-    chosen = max(beams, key=lambda r: r["valid_bleu"])
+    chosen = max([best, *beams], key=lambda r: r["valid_bleu"])
     write_record(args.out, {
         "kind": "recipe search", "title": "Choosing the published recipe on the validation split",
         "command": " ".join(["python tools/recipe_search.py", *(argv if argv is not None else sys.argv[1:])]),

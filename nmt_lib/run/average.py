@@ -1,25 +1,33 @@
 """Checkpoint averaging: one model whose weights are the mean of several checkpoints of one run (the
 paper averages the last 5 or 20). `train --keep-last N` keeps the last N epoch ends to average.
 
-    python -m nmt_lib average --out runs/avg.pt runs/big.epoch26.pt runs/big.epoch27.pt runs/big.pt
+    python -m nmt_lib average --out runs/avg.pt runs/big.epoch25.pt runs/big.epoch26.pt runs/big.epoch27.pt
 """
 import os
 import re
 import shutil
 from pathlib import Path
 
-import torch
-
 from nmt_lib.run.cache import atomic_save
-from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
+from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, read_payload
 
 SAME = ("config", "src_vocab", "tgt_vocab", "tokenizer", "preprocess")     # what must agree between them
+RUN_SETTINGS = ("seed", "lr_factor", "warmup", "label_smoothing", "max_tokens", "tokens_per_update", "clip")
 
 
 def epoch_checkpoint(checkpoint, epoch: int) -> Path:
     """Where `keep_last` keeps the checkpoint of an epoch's end: OUT.epochE.pt beside OUT.pt."""
     checkpoint = Path(checkpoint)
     return checkpoint.with_name(f"{checkpoint.stem}.epoch{epoch}{checkpoint.suffix}")
+
+
+def kept_epochs(checkpoint) -> dict[int, Path]:
+    """The epoch ends kept beside `checkpoint` (OUT.epochE.pt), by epoch."""
+    checkpoint = Path(checkpoint)
+    pattern = re.compile(rf"{re.escape(checkpoint.stem)}\.epoch(\d+){re.escape(checkpoint.suffix)}")
+    if not checkpoint.parent.is_dir():
+        return {}
+    return {int(m[1]): p for p in checkpoint.parent.iterdir() if (m := pattern.fullmatch(p.name))}
 
 
 def keep_epoch(checkpoint, epoch: int, keep: int) -> Path:
@@ -32,10 +40,9 @@ def keep_epoch(checkpoint, epoch: int, keep: int) -> Path:
         os.link(checkpoint, kept)
     except OSError:
         shutil.copyfile(checkpoint, kept)
-    pattern = re.compile(rf"{re.escape(checkpoint.stem)}\.epoch(\d+){re.escape(checkpoint.suffix)}")
-    older = [p for p in checkpoint.parent.iterdir() if (m := pattern.fullmatch(p.name)) and int(m[1]) <= epoch - keep]
-    for path in older:
-        path.unlink(missing_ok=True)
+    for e, path in kept_epochs(checkpoint).items():
+        if e <= epoch - keep:
+            path.unlink(missing_ok=True)
     return kept
 
 
@@ -49,28 +56,49 @@ def add_parser(sub):
     return p
 
 
+def run_of(payload: dict) -> dict:
+    """What makes checkpoints of one run: the model, vocabularies and preprocessing, the data settings
+    (not where the file is, nor the counts a run reports), and the settings that shape its training."""
+    data = {k: v for k, v in payload["data"].items() if k not in ("path", "excluded")}
+    train = {k: v for k, v in (payload.get("train") or {}).items() if k in RUN_SETTINGS}
+    return {**{k: payload.get(k) for k in SAME}, "data": data, "train": train}
+
+
 def average_checkpoints(paths, out) -> Path:
     """Write to `out` the mean of the checkpoints at `paths`: `CheckpointError` if one is unusable or they
-    are not of one run. The result keeps the latest checkpoint's (most updates) settings and history,
-    lists the updates it averages under "averaged", and holds no optimizer state."""
-    paths = [Path(p) for p in paths]
-    if len(set(map(Path.resolve, paths))) < len(paths):
-        raise ValueError("a checkpoint is named twice: each would count twice in the mean")
-    if Path(out).resolve() in map(Path.resolve, paths):
-        raise ValueError(f"--out {out} is one of the checkpoints to average: write the mean to another file")
-    loaded = [load_checkpoint(p, device="cpu") for p in paths]
-    first = loaded[0].payload
-    data = lambda payload: {k: v for k, v in payload["data"].items() if k != "path"}
-    for path, ckpt in zip(paths[1:], loaded[1:]):
-        differ = [k for k in SAME if ckpt.payload.get(k) != first.get(k)]
-        differ += ["data"] if data(ckpt.payload) != data(first) else []
+    are not of one run, `ValueError` if one holds the same update as another or `out` is a run's own
+    checkpoint. The result keeps the latest checkpoint's (most updates) settings and history, lists
+    the updates it averages under "averaged", and holds no optimizer state. One checkpoint is in
+    memory at a time, beside the running sum."""
+    paths, out = [Path(p) for p in paths], Path(out)
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if path.exists() and other.exists() and os.path.samefile(path, other):
+                raise ValueError(f"{path} is named twice (or is a link to {other}): it would count twice")
+        if out.exists() and path.exists() and os.path.samefile(path, out):
+            raise ValueError(f"--out {out} is one of the checkpoints to average: write the mean to another file")
+    if out.exists() and (read_payload(out, "cpu") or {}).get("optimizer") is not None:
+        raise ValueError(f"--out {out} is a run's checkpoint, which it could no longer resume from: write the "
+                         "mean to another file")
+    total, first, latest, steps = None, None, None, {}
+    for path in paths:
+        ckpt = load_checkpoint(path, device="cpu")
+        if ckpt.step in steps:
+            raise ValueError(f"{path} holds the same update ({ckpt.step:,}) as {steps[ckpt.step]}: it would "
+                             "count twice")
+        if not steps or ckpt.step > max(steps):             # the latest so far: its settings and history
+            latest = {k: v for k, v in ckpt.payload.items() if k != "state_dict"}
+        steps[ckpt.step] = path
+        if first is None:
+            first = run_of(ckpt.payload)
+        differ = [k for k, v in run_of(ckpt.payload).items() if v != first[k]]
         if differ:
             raise CheckpointError(f"{path} is not of the same run as {paths[0]}: its {', '.join(differ)} differ")
-    latest = max(loaded, key=lambda c: c.step)
-    state = {name: torch.stack([c.payload["state_dict"][name].float() for c in loaded]).mean(0)
-             for name in first["state_dict"]}
-    payload = {**latest.payload, "state_dict": state, "optimizer": None, "schedule": None, "scaler": None,
-               "averaged": sorted(c.step for c in loaded)}
+        state = {name: t.float() for name, t in ckpt.payload["state_dict"].items()}
+        total = state if total is None else {name: total[name] + t for name, t in state.items()}
+        del ckpt
+    payload = {**latest, "state_dict": {name: t / len(paths) for name, t in total.items()}, "optimizer": None,
+               "schedule": None, "scaler": None, "averaged": sorted(steps)}
     return atomic_save(payload, out)
 
 

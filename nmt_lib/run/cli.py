@@ -164,7 +164,9 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         ckpt = load_checkpoint(out, device=args.device)
         resume = ckpt.payload
         if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
-            raise CheckpointError(f"{out} holds no training state to resume from")
+            raise CheckpointError(f"{out} holds no training state to resume from" + (
+                ": it is the mean of several checkpoints (average); resume the run's own --out" if
+                resume.get("averaged") else ""))
         check_progress(resume["progress"])
         wrong = field_errors(resume["train"], RunSettings) if isinstance(resume["train"], dict) else ["not a mapping"]
         if wrong:
@@ -183,8 +185,9 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         say(f"resuming {out} at update {resume['progress']['step']:,} "
             f"(epoch {resume['progress']['epoch']})\n")
     else:
-        if out.exists():
-            raise FileExistsError(f"{out} exists; pass --resume to continue it, or choose another --out")
+        if out.exists() or average.kept_epochs(out):
+            raise FileExistsError(f"{out if out.exists() else min(average.kept_epochs(out).values())} exists; "
+                                  "pass --resume to continue its run, or choose another --out")
         settings, corpus, model = new_run(*fresh, args.device)
     if corpus.excluded:
         say(f"left out {corpus.excluded['train']:,} training and {corpus.excluded['valid']:,} validation pairs "
@@ -259,6 +262,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "length_penalty", 1.0) != 1.0 and args.beam == 1:
+        parser.error("--length-penalty ranks the hypotheses of beam search: give --beam K (2 or more) too")
     command = {"train": train_command, "translate": translate_command, "evaluate": evaluate_command,
                "average": average.average_command}[args.command]
     name = f"{parser.prog} {args.command}"

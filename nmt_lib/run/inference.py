@@ -154,7 +154,9 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     if corpus is None:
         corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
     elif same_data(corpus.settings) != same_data(ckpt.payload["data"]):
-        raise ValueError("the corpus given was not built with the checkpoint's data settings")
+        ours, theirs = same_data(corpus.settings), same_data(ckpt.payload["data"])
+        differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+        raise ValueError(f"the corpus given was not built with the checkpoint's data settings ({', '.join(differ)})")
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
     pairs = getattr(corpus.splits, split)
     if not pairs:
@@ -183,7 +185,8 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     chrf = sacrebleu.CHRF(lowercase=not raw)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
             "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam, "alpha": alpha,
+            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
+            "alpha": alpha if beam > 1 else None,
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}
@@ -215,7 +218,8 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float 
     unknown = count_unknowns(hyps)
     return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": None,
             "chrf": chrf.corpus_score(hyps, refs).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam, "alpha": alpha,
+            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam,
+            "alpha": alpha if beam > 1 else None,
             "score_line": str(score), "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
             "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score}
 

@@ -46,6 +46,9 @@ def export_model(checkpoint, folder, *, card: str, dtype: torch.dtype = torch.fl
     save_file(weights, folder / "model.safetensors", metadata={"format": FORMAT})
     payload = {k: ckpt.payload[k] for k in KEPT if k in ckpt.payload}
     payload["tied"] = tied
+    progress = ckpt.payload.get("progress") or {}
+    payload["training"] = {"updates": progress.get("step"), "seconds": progress.get("seconds"),
+                           "sessions": progress.get("sessions"), "averaged": ckpt.payload.get("averaged")}
     payload["data"] = {k: v for k, v in payload["data"].items() if k != "path"}      # this machine's path
     tokenizer = dict(ckpt.payload.get("tokenizer") or {"kind": "word"})
     payload["tokenizer"] = {k: ({"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v)
@@ -84,10 +87,12 @@ def load_published(folder=None, device=None) -> Checkpoint:
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{folder}/settings.json: its tokenizer entry is damaged") from None
     tied = settings.get("tied") or {}
-    if not isinstance(tied, dict) or not all(isinstance(v, str) and v in weights for v in tied.values()):
+    config = settings.get("config") if isinstance(settings.get("config"), dict) else {}
+    if (not isinstance(tied, dict) or (tied and not config.get("tie_embeddings"))
+            or not all(isinstance(v, str) and v in weights and k not in weights for k, v in tied.items())):
         raise CheckpointError(f"{folder}/settings.json: its list of tied weights is damaged")
     weights.update({alias: weights[name] for alias, name in tied.items()})
-    payload = {**{k: settings[k] for k in KEPT if k in settings}, "format": CHECKPOINT_FORMAT,
+    payload = {**{k: settings[k] for k in KEPT + ("training",) if k in settings}, "format": CHECKPOINT_FORMAT,
                "tokenizer": tokenizer, "state_dict": {k: v.float() for k, v in weights.items()}}
     ckpt = checkpoint_from(payload, folder, device)
     ckpt.model.to(device)

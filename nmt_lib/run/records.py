@@ -32,20 +32,27 @@ def machine() -> dict:
 
 
 def new_session(progress: dict, device, world: int) -> dict:
-    """A new entry in `progress["sessions"]`: where this stretch of the run computes (CPU or GPU, threads,
-    processes) from which update, so that a record can say what a run that was resumed ran on. Updates
-    a run made before sessions were recorded get an entry of their own, its machine unknown (None)."""
+    """A stretch of a run that starts now: where it computes (CPU or GPU, threads, processes) from which
+    update; `close_session` enters it in `progress["sessions"]` once it has made an update, so that a
+    record can say what a resumed run ran on. Updates made before sessions were recorded get an entry of
+    their own, its machine unknown (None)."""
     import torch
 
     sessions = progress.setdefault("sessions", [])
     if not sessions and progress["step"] > 0:
         sessions.append({"from_update": 0, "to_update": progress["step"], "seconds": round(progress["seconds"], 1),
                          "machine": None})
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-    sessions.append({"from_update": progress["step"], "to_update": progress["step"], "seconds": 0.0,
-                     "machine": f"{where}, {torch.get_num_threads()} threads" + (f", {world} processes" if world > 1
-                                                                                  else "")})
-    return sessions[-1]
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda" else
+             cpu_name() if device.type == "cpu" else device.type)
+    return {"from_update": progress["step"], "to_update": progress["step"], "seconds": 0.0,
+            "machine": f"{where}, {torch.get_num_threads()} threads" + (f", {world} processes" if world > 1 else "")}
+
+
+def close_session(progress: dict, session: dict, seconds: float):
+    """Bring `session` up to date; it joins `progress["sessions"]` at its first update."""
+    session.update(to_update=progress["step"], seconds=round(seconds, 1))
+    if session["to_update"] > session["from_update"] and not any(s is session for s in progress["sessions"]):
+        progress["sessions"].append(session)
 
 
 def write_record(path, record: dict) -> Path:

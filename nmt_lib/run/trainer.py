@@ -23,7 +23,7 @@ from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
 from nmt_lib.run.course import setting
 from nmt_lib.run.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
-from nmt_lib.run.records import new_session
+from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
                               noam_lr, noam_schedule, record_update, token_loaders, update_groups)
@@ -111,6 +111,7 @@ def check_progress(progress) -> dict:
     wrong = [k for k in ("step", "batch") if not (type(progress.get(k)) is int and progress[k] >= 0)]
     wrong += [] if type(progress.get("epoch")) is int and progress["epoch"] >= 1 else ["epoch"]
     wrong += [] if isinstance(progress.get("seconds"), (int, float)) else ["seconds"]
+    wrong += [] if isinstance(progress.get("sessions", []), list) else ["sessions"]
     history = progress.get("history")
     if not isinstance(history, dict) or not all(isinstance(history.get(k), list) for k in fresh["history"]):
         wrong.append("history")
@@ -197,7 +198,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
             raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}; lower "
                                    f"lr_factor or raise warmup. Nothing was saved: {kept()}.")
         progress["seconds"] = spent_before + time.perf_counter() - start
-        session.update(to_update=progress["step"], seconds=round(time.perf_counter() - start, 1))
+        close_session(progress, session, time.perf_counter() - start)
         progress.update(rng_states(device))
         if checkpoint is not None and rank == 0:
             save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
