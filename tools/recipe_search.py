@@ -5,7 +5,8 @@ README's ablation table is rendered from.
 
     python tools/recipe_search.py --baseline runs/tatoeba-d192.pt --run runs/tatoeba.pt
 
-Candidates, in order: the earlier recipe (`--baseline`) and the larger model after the same training time;
+Candidates, in order: the earlier recipe (`--baseline`), any `--extra` ones, and the larger model after
+the same training time;
 the larger model after more of its time; the mean of its last 3, 5 and 8 epoch-end checkpoints
 (`train --keep-last`); then beam 4 with length penalties 0.6, 0.8, 1.0 and 1.2 on the best of those.
 Averaged checkpoints are written beside the run (`OUT.avgN.pt`).
@@ -44,6 +45,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the earlier recipe's checkpoint")
     parser.add_argument("--run", type=Path, required=True, help="the larger model's run (its --out)")
+    parser.add_argument("--extra", action="append", default=[], metavar="LABEL=CHECKPOINT",
+                        help="another candidate of the same data, scored greedily after the earlier recipe")
     parser.add_argument("--out", type=Path, default=ROOT / "records" / "recipe-tatoeba.json")
     parser.add_argument("--limit", type=int, help="only the first N validation sentences (a quick look)")
     parser.add_argument("--threads", type=int)
@@ -68,6 +71,9 @@ def main(argv=None) -> int:
 
     baseline = load_checkpoint(args.baseline, device="cpu")
     first = score("earlier recipe", baseline)
+    for extra in args.extra:
+        label, _, path = extra.partition("=")
+        score(label, load_checkpoint(path, device="cpu"))
     kept = kept_epochs(args.run)
     if not kept:
         parser.error(f"no epoch-end checkpoints beside {args.run} (train with --keep-last)")
