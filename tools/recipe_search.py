@@ -12,7 +12,9 @@ the larger model after more of its time; the mean of its last 3, 5 and 8 epoch-e
 Averaged checkpoints are written beside the run (`OUT.avgN.pt`).
 """
 import argparse
+import re
 import sys
+from collections import Counter
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from nmt_lib.run.corpus import ParallelCorpus  # noqa: E402
 from nmt_lib.run.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
+from nmt_lib.run.testsets import read_tatoeba_test  # noqa: E402
 
 AVERAGES = (3, 5, 8)
 ALPHAS = (0.6, 0.8, 1.0, 1.2)
@@ -39,6 +42,20 @@ def describe(ckpt) -> str:
 
 def minutes(ckpt) -> float:
     return (ckpt.payload.get("progress") or {}).get("seconds", 0.0) / 60
+
+
+def limits(train_pairs, test_pairs) -> dict:
+    """What the public test asks that the training split cannot teach: its sentences holding a word (letters
+    and digits, lowercased) that no training sentence holds, on each side, and its English sentences
+    listed more than once with different references (one translation can match only one of them)."""
+    words = lambda text: set(re.findall(r"\w+", text.lower()))
+    english = set().union(*(words(s) for s, _ in train_pairs))
+    french = set().union(*(words(t) for _, t in train_pairs))
+    counts = Counter(s for s, _ in test_pairs)
+    return {"test_pairs": len(test_pairs), "training_pairs": len(train_pairs),
+            "unseen_english_word": sum(bool(words(s) - english) for s, _ in test_pairs),
+            "unseen_french_word": sum(bool(words(t) - french) for _, t in test_pairs),
+            "repeated_english": sum(n for n in counts.values() if n > 1)}
 
 
 def main(argv=None) -> int:
@@ -107,6 +124,7 @@ def main(argv=None) -> int:
                   "their references",
         "signature": first["signature"], "sentences": first["sentences"], "references": first["references"],
         "rows": rows, "chosen": {"candidate": chosen["candidate"], "search": chosen["search"]},
+        "limits": limits(corpus.splits.train, read_tatoeba_test()),
     })
     print(f"chosen: {chosen['candidate']}, {chosen['search']}; written {args.out}")
     return 0
