@@ -23,7 +23,7 @@ gradient clipping at norm 1, on batches of 128 sentences from the first 50,000 t
 The course and torch contenders see the same batches; the d2l-style one sees the same sentences,
 padded its own way.
 
-Decoding: 500 held-out sentences with the published checkpoint (runs/full.pt) when present; every
+Decoding: 500 held-out sentences with the course's published model (models/tatoeba-en-fr, or --checkpoint); every
 round decodes all of them each way, one way after the other:
   batched_greedy   translate() in batches of 256 with the KV cache; finished sentences leave the batch;
   beam4            beam search, K = 4, same batches;
@@ -353,17 +353,26 @@ def bench_training(args, report):
 
 # ----------------------------------------------------------------------------------------------
 def decoding_model(args, report):
-    """The checkpoint of the published run if there is one, else a small model trained here for a while."""
+    """The model to decode with, its corpus, a description, and the options that give `translate` the same
+    model: `--checkpoint` if given, else the course's published model, else a small model trained here."""
     from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
     from nmt_lib.run.corpus import ParallelCorpus
+    from nmt_lib.run.download import fra_eng_path
+    from nmt_lib.run.published import MODELS, PUBLISHED, load_published
     from nmt_lib.run.trainer import RunSettings, full_fit
-    path = Path(args.checkpoint)
-    if path.is_file():
+    path = Path(args.checkpoint) if args.checkpoint else None
+    if path is not None and path.is_file():
         ckpt = load_checkpoint(path)
         corpus = ParallelCorpus.from_settings(ckpt.payload["data"]).use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
         shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
-        return ckpt.model, corpus, f"the checkpoint {shown} ({ckpt.step:,} updates)", path
-    report(f"no checkpoint at {path}: training a small model for the decoding benchmark")
+        return ckpt.model, corpus, f"the checkpoint {shown} ({ckpt.step:,} updates)", ["--checkpoint", str(path)]
+    if path is None and (MODELS / PUBLISHED).is_dir():
+        ckpt = load_published()
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], fra_eng_path())
+        corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
+        return ckpt.model, corpus, f"the published model models/{PUBLISHED}", ["--model", "published"]
+    report(f"no checkpoint at {path}: training a small model for the decoding benchmark" if path else
+           "no published model: training a small model for the decoding benchmark")
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2))
@@ -371,7 +380,8 @@ def decoding_model(args, report):
                                         fused_adam=True, fast_dropout=True), report="none")
     path = ROOT / "build" / "bench-fallback.pt"
     save_checkpoint(path, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
-    return model, corpus, f"a d_model-128, 2 + 2-layer model trained here for {args.fallback_steps} updates (no published checkpoint)", path
+    return (model, corpus, f"a d_model-128, 2 + 2-layer model trained here for {args.fallback_steps} updates "
+            "(no published model)", ["--checkpoint", str(path)])
 
 
 # Peak memory must be counted from a small parent: Linux's ru_maxrss includes the image a child is forked
@@ -381,11 +391,12 @@ LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, 
             "print(usage.ru_maxrss, file=sys.stderr); sys.exit(os.waitstatus_to_exitcode(status))")
 
 
-def peak_memory_mb(checkpoint: Path, sentences, beam: int) -> float:
-    """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over `sentences`, in a process of
-    its own (the operating system's count for that process, model and Python included)."""
-    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "nmt_lib", "translate", "--checkpoint",
-           str(checkpoint), "--beam", str(beam), "--threads", "2"]
+def peak_memory_mb(model_options: list[str], sentences, beam: int) -> float:
+    """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over `sentences`, with the model
+    `model_options` name (`--checkpoint PATH` or `--model FOLDER`), in a process of its own (the operating
+    system's count for that process, model and Python included)."""
+    cmd = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "nmt_lib", "translate", *model_options,
+           "--beam", str(beam), "--threads", "2"]
     run = subprocess.run(cmd, input="\n".join(sentences) + "\n", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True, cwd=ROOT)
     if run.returncode != 0:
@@ -415,7 +426,7 @@ def nocache_last_position(model, src, src_len, **kw):
 
 
 def bench_decoding(args, report):
-    model, corpus, source, checkpoint = decoding_model(args, report)
+    model, corpus, source, model_options = decoding_model(args, report)
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))[:args.decode_sentences]
     vocab = dict(src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab, max_len=80,
                  prepare=preparer(corpus.settings))         # as the model was trained: lowercased, or as written
@@ -445,7 +456,7 @@ def bench_decoding(args, report):
             **{k: {"sentences_per_sec_median": statistics.median(v), "rounds": v} for k, v in rates.items()},
             "ratio_decode_batched_vs_one_at_a_time": median_ratio(rates["batched_greedy"], rates["one_at_a_time"]),
             "ratio_decode_beam4_vs_one_at_a_time": median_ratio(rates["beam4"], rates["one_at_a_time"]),
-            "peak_memory_mb": {f"beam{k}": peak_memory_mb(checkpoint, sentences, k) for k in (4, 64)},
+            "peak_memory_mb": {f"beam{k}": peak_memory_mb(model_options, sentences, k) for k in (4, 64)},
             "ratio_decode_batched_vs_one_at_a_time_last_position":
                 median_ratio(rates["batched_greedy"], rates["one_at_a_time_last_position"])}
 
@@ -485,8 +496,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=16, help="batches per contender per round (16)")
     parser.add_argument("--decode-sentences", type=int, default=500, help="held-out sentences to decode (500)")
     parser.add_argument("--decode-rounds", type=int, default=5, help="decoding rounds (5)")
-    parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "full.pt"),
-                        help="model for the decoding benchmark (default: the published word-level run of the book's Results page)")
+    parser.add_argument("--checkpoint", help="model for the decoding benchmark (default: the course's published "
+                        "model, models/tatoeba-en-fr)")
     parser.add_argument("--fallback-steps", type=int, default=600, help="updates to train when there is no checkpoint")
     parser.add_argument("--bf16", action="store_true", help="add the bf16 contenders even where this CPU only "
                         "emulates bf16 (slow; for checking the code path)")

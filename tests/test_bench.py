@@ -139,7 +139,7 @@ def test_peak_memory_is_the_commands_own_even_from_a_large_process(tmp_path):
                            n_heads=2, d_ff=32, n_layers=1)), vocab, vocab, data={"path": "none"})
     ballast = bytearray(1536 * 2 ** 20)
     ballast[::4096] = b"x" * len(ballast[::4096])                 # touch every page: 1.5 GB resident
-    mb = bench.peak_memory_mb(path, ["I am here."] * 3, beam=2)
+    mb = bench.peak_memory_mb(["--checkpoint", str(path)], ["I am here."] * 3, beam=2)
     del ballast
     assert 50 < mb < 1000, mb
 
