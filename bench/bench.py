@@ -363,13 +363,13 @@ def decoding_model(args, report):
     path = Path(args.checkpoint) if args.checkpoint else None
     if path is not None and path.is_file():
         ckpt = load_checkpoint(path)
-        corpus = ParallelCorpus.from_settings(ckpt.payload["data"]).use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
         shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
         return ckpt.model, corpus, f"the checkpoint {shown} ({ckpt.step:,} updates)", ["--checkpoint", str(path)]
     if path is None and (MODELS / PUBLISHED).is_dir():
         ckpt = load_published()
-        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], fra_eng_path())
-        corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], fra_eng_path(),
+                                              vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
         return ckpt.model, corpus, f"the published model models/{PUBLISHED}", ["--model", "published"]
     report(f"no checkpoint at {path}: training a small model for the decoding benchmark" if path else
            "no published model: training a small model for the decoding benchmark")

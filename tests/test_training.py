@@ -579,3 +579,15 @@ def test_evaluate_checkpoint_scores_the_same_on_a_corpus_built_once(tmp_path, de
     other = ParallelCorpus(de_corpus, min_freq=1, seed=7)                  # another split
     with pytest.raises(ValueError, match="not built with the checkpoint's data settings"):
         evaluate_checkpoint(ckpt, corpus=other)
+
+
+def test_evaluating_or_resuming_reuses_the_checkpoints_vocabularies(tmp_path, de_corpus, monkeypatch):
+    from nmt_lib.run import corpus as corpus_module
+    path, _ = saved(tmp_path, de_corpus)
+    ckpt = load_checkpoint(path, device="cpu")
+    expected = evaluate_checkpoint(ckpt)["sacrebleu"]
+    monkeypatch.setattr(corpus_module, "build_vocabs", lambda *a, **k: pytest.fail("learned the vocabularies again"))
+    assert evaluate_checkpoint(ckpt)["sacrebleu"] == expected
+    rebuilt = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
+    assert rebuilt.src_vocab is ckpt.src_vocab and rebuilt.splits == ParallelCorpus(de_corpus, min_freq=1,
+                                                                                    vocabularies=(1, 2)).splits

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     def score(name: str, ckpt, beam: int = 1, alpha: float = 1.0, note: str = "") -> dict:
         nonlocal corpus
         if corpus is None:                              # one split for every candidate: they share data settings
-            corpus = ParallelCorpus.from_settings(ckpt.payload["data"])
+            corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
         start = time.perf_counter()
         r = evaluate_checkpoint(ckpt, split="valid", beam=beam, alpha=alpha, limit=args.limit, corpus=corpus)
         row = {"candidate": name, "model": describe(ckpt), "updates": ckpt.step, "training_minutes":

@@ -179,8 +179,8 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         changes = {k: v for k, v in given(args, RunSettings).items() if k in RESUMABLE}
         settings = RunSettings(**{**saved, "time_limit": None, **changes})
         corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None),
-                                              changed_ok=args.data_changed_ok)
-        corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
+                                              changed_ok=args.data_changed_ok,
+                                              vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
         model = ckpt.model
         say(f"resuming {out} at update {resume['progress']['step']:,} "
             f"(epoch {resume['progress']['epoch']})\n")

@@ -92,9 +92,11 @@ class ParallelCorpus(NMTData):
     """`NMTData` over any `source<TAB>target` file, plus the raw references of each source sentence.
 
     `settings` are the fields of `CorpusSettings` other than the path (max_pairs, min_freq, ...).
+    `vocabularies`, a (source, target) pair a checkpoint already holds, are used instead of learning
+    them again (SentencePiece takes a minute on the whole corpus).
     """
 
-    def __init__(self, path=None, **settings):
+    def __init__(self, path=None, *, vocabularies=None, **settings):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
         self.path = resolve_corpus(given.path)
         raw = read_pairs(self.path, max_pairs=given.max_pairs)
@@ -125,7 +127,7 @@ class ParallelCorpus(NMTData):
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
         self.splits, self.seed = splits, given.seed
-        self.src_vocab, self.tgt_vocab = build_vocabs(
+        self.src_vocab, self.tgt_vocab = vocabularies or build_vocabs(
             splits.train, tokenizer=learner(given.tokenizer, given.vocab_size), min_freq=given.min_freq,
             shared_vocab=given.shared_vocab)
         self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
@@ -134,7 +136,8 @@ class ParallelCorpus(NMTData):
             self.settings["excluded"] = dict(self.excluded)
 
     @classmethod
-    def from_settings(cls, settings: dict, path=None, *, changed_ok: bool = False) -> "ParallelCorpus":
+    def from_settings(cls, settings: dict, path=None, *, changed_ok: bool = False,
+                      vocabularies=None) -> "ParallelCorpus":
         """The corpus a checkpoint was trained on (`path`, given as --data, says where the file is now).
 
         A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split could hold
@@ -148,7 +151,7 @@ class ParallelCorpus(NMTData):
         keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab",
                 "exclude", "preprocess")
         stored = {k: settings[k] for k in keys if k in settings}          # checkpoints before chapter 8b: words
-        corpus = cls(path if path is not None else settings["path"], **stored)
+        corpus = cls(path if path is not None else settings["path"], vocabularies=vocabularies, **stored)
         if corpus.settings["sha1"] != settings.get("sha1"):
             what = (f"{corpus.path} differs from the file the model was trained on (SHA-1 "
                     f"{corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}), so its held-out "

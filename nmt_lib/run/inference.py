@@ -152,7 +152,8 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     import sacrebleu                                   # the standard BLEU; installed with the course
 
     if corpus is None:
-        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok)
+        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok,
+                                              vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
     elif same_data(corpus.settings) != same_data(ckpt.payload["data"]):
         ours, theirs = same_data(corpus.settings), same_data(ckpt.payload["data"])
         differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
