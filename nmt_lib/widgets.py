@@ -200,25 +200,33 @@ def figure_png(fig, dpi: int = 80) -> bytes:
     return buffer.getvalue()
 
 
+WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word (chapter 8b)
+
+
 def hover_html(exp: Exploration) -> str:
     """The translation as one span per token; hovering shows the English token that the
     last layer's cross-attention, averaged over heads, weighed most when that token was
-    written."""
+    written. Subword pieces are shown as the words they make: a piece that starts a word
+    gets a space before it, the others join the piece before."""
     cross = exp.maps["cross"][-1].mean(0)  # (Tq, Tk)
-    spans = []
+    pieces = any(t.startswith(WORD_START) for t in exp.out_tokens)
+    out = []
     for j, token in enumerate(exp.out_tokens):
         k = int(cross[j].argmax())
+        source = exp.src_tokens[k].removeprefix(WORD_START)
         tip = (
-            f"written while looking most at '{exp.src_tokens[k]}' "
+            f"written while looking most at '{source}' "
             f"({float(cross[j, k]):.0%} of the weight; where the model looked, not why "
             "it wrote this word)"
         )
-        spans.append(
-            f'<span class="nmt-token" title="{html.escape(tip)}" '
-            'style="padding:1px 3px;margin:1px;border-bottom:1px dotted #888;'
-            f'cursor:help">{html.escape(token)}</span>'
+        starts = not pieces or token.startswith(WORD_START) or token == "<eos>"
+        gap = " " if starts and out else ""
+        out.append(
+            f'{gap}<span class="nmt-token" title="{html.escape(tip)}" '
+            'style="padding:1px 0;border-bottom:1px dotted #888;cursor:help">'
+            f"{html.escape(token.removeprefix(WORD_START))}</span>"
         )
-    return " ".join(spans)
+    return "".join(out)
 
 
 class TranslatorApp:

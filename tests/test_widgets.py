@@ -139,3 +139,19 @@ def test_explore_takes_any_text_with_a_subword_model():
     assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
     assert any("<0xC3>" in n for n in exp.notes)
     assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(exp.src_tokens)
+
+
+def test_the_translation_line_shows_subword_pieces_as_words():
+    import re
+
+    from nmt_lib.widgets import Exploration, hover_html
+
+    src = ["▁The", "▁children", "▁play", "ed", "<eos>"]
+    out = ["▁Les", "▁enfants", "▁jou", "aient", ".", "<eos>"]
+    maps = {"cross": torch.softmax(torch.randn(1, 2, len(out), len(src)), -1)}
+    text = re.sub(r"<[^>]+>", "", hover_html(Exploration("", src, ["<bos>"] + out[:-1], out, "", maps)))
+    assert text.replace("&lt;", "<").replace("&gt;", ">") == "Les enfants jouaient. <eos>"
+    words = ["il", "est", "ici", ".", "<eos>"]                       # a word-level model: a space between each
+    maps = {"cross": torch.softmax(torch.randn(1, 2, len(words), 3), -1)}
+    text = re.sub(r"<[^>]+>", "", hover_html(Exploration("", ["he", "is", "<eos>"], [], words, "", maps)))
+    assert text.replace("&lt;", "<").replace("&gt;", ">") == "il est ici . <eos>"
