@@ -206,14 +206,15 @@ def ablation(rec: dict) -> str:
     return "\n".join(lines) + f"\n\n*`{rec['command']}`, run on {machine(rec)}; transcribed {rec['transcribed']}.*"
 
 
-def public_results(ours: list[dict], others: dict) -> str:
+def public_results(ours: list[dict], others: dict, card: str | None = None) -> str:
     """The README's comparison on the public Tatoeba test: our published model (its `evaluate --test
     tatoeba --record` records) beside the scores others published on the same set, with the overlap."""
     rows = ["| system | parameters | trained on | BLEU | chrF |", "|---|---:|---|---:|---:|"]
     for rec in ours:
         search = "greedy" if rec["beam"] == 1 else f"beam {rec['beam']}" + (
             f", length penalty {rec['alpha']:g}" if rec.get("alpha", 1.0) != 1.0 else "")
-        rows.append(f"| **[ours](models/tatoeba-en-fr/README.md), {search}** | {rec['model']['parameters']:,} | "
+        name = f"[ours]({card})" if card else "ours"                  # the model card, where it can be linked
+        rows.append(f"| **{name}, {search}** | {rec['model']['parameters']:,} | "
                     f"Tatoeba's own English–French pairs, the test's sentences left out | "
                     f"**{score(rec['sacrebleu'])}** | **{score(rec['chrf'])}** |")
     for r in others["rows"]:
