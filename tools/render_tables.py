@@ -235,6 +235,17 @@ def public_results(ours: list[dict], others: dict, card: str | None = None) -> s
         f"The others' scores are {others['transcribed']}.")
 
 
+def limits(rec: dict) -> str:
+    """What the public test asks that the published model's training split cannot teach (the recipe
+    search's record)."""
+    lim, share = rec["limits"], lambda n: f"{n:,} ({100 * n / rec['limits']['test_pairs']:.0f}%)"
+    return (f"What the test asks that {lim['training_pairs']:,} training pairs cannot teach: "
+            f"{share(lim['unseen_english_word'])} of its {lim['test_pairs']:,} English sentences hold a word that "
+            f"no training sentence holds, {share(lim['unseen_french_word'])} of its references a French word "
+            f"that no training translation holds, and {share(lim['repeated_english'])} of its lines repeat an "
+            "English sentence with another reference, of which one translation can match only one.")
+
+
 def recipe(rec: dict) -> str:
     """The recipe search (`tools/recipe_search.py`): each candidate's validation scores."""
     lines = [f"Method: {rec['method']} ({rec['sentences']:,} sentences, {rec['references']:,} references; "
