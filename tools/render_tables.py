@@ -96,8 +96,8 @@ def where_run(chapters: list[dict]) -> str:
         groups.setdefault(ran_on(ch), []).append(ch["title"].split(".")[0])
     if len(groups) == 1:
         return f"*Learner mode, executed {next(iter(groups))}.*"
-    return "*Learner mode, executed " + "; ".join(f"{where} (chapters {', '.join(names)})"
-                                                  for where, names in groups.items()) + ".*"
+    return "*Learner mode, executed " + "; ".join(
+        f"{where} (chapter{'s' if len(names) > 1 else ''} {', '.join(names)})" for where, names in groups.items()) + ".*"
 
 
 def readme_table(chapters: list[dict]) -> str:
