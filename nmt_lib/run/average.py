@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nmt_lib.run.cache import atomic_save
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, read_payload
+from nmt_lib.run.corpus import split_settings
 
 SAME = ("config", "src_vocab", "tgt_vocab", "tokenizer", "preprocess")     # what must agree between them
 RUN_SETTINGS = ("seed", "lr_factor", "warmup", "label_smoothing", "max_tokens", "tokens_per_update", "clip")
@@ -59,9 +60,8 @@ def add_parser(sub):
 def run_of(payload: dict) -> dict:
     """What makes checkpoints of one run: the model, vocabularies and preprocessing, the data settings
     (not where the file is, nor the counts a run reports), and the settings that shape its training."""
-    data = {k: v for k, v in payload["data"].items() if k not in ("path", "excluded")}
     train = {k: v for k, v in (payload.get("train") or {}).items() if k in RUN_SETTINGS}
-    return {**{k: payload.get(k) for k in SAME}, "data": data, "train": train}
+    return {**{k: payload.get(k) for k in SAME}, "data": split_settings(payload["data"]), "train": train}
 
 
 def average_checkpoints(paths, out) -> Path:

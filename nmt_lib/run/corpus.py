@@ -73,6 +73,12 @@ def keeps_case(data: dict) -> bool:
     return data.get("preprocess", "course") == "raw"
 
 
+def split_settings(data: dict) -> dict:
+    """The data settings that define a run's split and vocabulary: all but where the file is and the
+    counts a run reported (a resumed run adds some)."""
+    return {k: v for k, v in data.items() if k not in ("path", "excluded")}
+
+
 def resolve_corpus(path=None) -> Path:
     """A TSV file as given; a folder holding `fra-eng/fra.txt` or `fra.txt`; None: the course's default."""
     if path is None:

@@ -6,7 +6,7 @@ import select
 import warnings
 from functools import partial
 
-from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer
+from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer, split_settings
 from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
 from nmt_lib.run.guards import beam_batch_size
 from nmt_lib.run.testsets import read_tatoeba_test
@@ -154,8 +154,7 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     if corpus is None:
         corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok,
                                               vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
-    elif same_data(corpus.settings) != same_data(ckpt.payload["data"]):
-        ours, theirs = same_data(corpus.settings), same_data(ckpt.payload["data"])
+    elif (ours := split_settings(corpus.settings)) != (theirs := split_settings(ckpt.payload["data"])):
         differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
         raise ValueError(f"the corpus given was not built with the checkpoint's data settings ({', '.join(differ)})")
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
@@ -191,11 +190,6 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
             "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
             "unknown": unknown, "copied": copied,
             "sacrebleu_with_unknowns": with_unknowns}
-
-
-def same_data(settings: dict) -> dict:
-    """The data settings that define a run's split (not where the file is, nor the counts it reported)."""
-    return {k: v for k, v in settings.items() if k not in ("path", "excluded")}
 
 
 def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0, limit: int | None = None, batch_size: int = 64,
