@@ -143,6 +143,14 @@ def test_a_quoted_figure_that_its_notebook_or_record_does_not_show_is_caught(tmp
         ("records/ablation-subwords.json", lambda r: r["rows"][0].__setitem__(2, "1.0"), {"book/results.md"}),
         ("bench/results/latest.json", lambda r: r["training"].update(ratio_train_vs_d2l=0.5), {"book/benchmarks.md"}),
         ("records/soak.json", lambda r: r["sigkill"].update(kills=7), {"book/command-line.md"}),
+        ("records/tatoeba-test-beam4.json", lambda r: r.update(sacrebleu=12.3),
+         {"README.md", "book/results.md"}),                                             # the public test
+        ("records/tatoeba-test-greedy.json", lambda r: r["data"]["excluded"].update(train=5),
+         {"README.md", "book/results.md"}),                                             # the overlap left out
+        ("records/tatoeba-others.json", lambda r: r["rows"][0].update(sacrebleu=12.3),
+         {"README.md", "book/results.md"}),                                             # others' scores
+        ("records/recipe-tatoeba.json", lambda r: r["rows"][0].update(valid_bleu=12.3), {"book/results.md"}),
+        ("records/recipe-tatoeba.json", lambda r: r["limits"].update(repeated_english=7), {"README.md"}),
     ]
     for name, change, pages in changes:
         path = tmp_path / name

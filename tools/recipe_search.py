@@ -13,6 +13,7 @@ Averaged checkpoints are written beside the run (`OUT.avgN.pt`).
 """
 import argparse
 import re
+import shlex
 import sys
 from collections import Counter
 import time
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     chosen = max([best, *beams], key=lambda r: r["valid_bleu"])
     write_record(args.out, {
         "kind": "recipe search", "title": "Choosing the published recipe on the validation split",
-        "command": " ".join(["python tools/recipe_search.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": shlex.join(["python", "tools/recipe_search.py", *(argv if argv is not None else sys.argv[1:])]),
         "method": "every candidate translates the distinct English sentences of the run's validation split "
                   "(case kept, the Tatoeba test's sentences left out) and is scored with sacreBLEU against all "
                   "their references",
