@@ -33,6 +33,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 LAB_NOTEBOOK = "02_attention_pooling.ipynb"
 WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.widgets)
+FREE_INPUT = "My sister forgot her umbrella at the station yesterday."
 
 if not Path(CHROMIUM).is_file():
     if "NMT_CHROMIUM" in os.environ:        # make test promised a browser: its absence is a failure
@@ -286,9 +287,13 @@ def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page,
         box.fill("?!")
         box.press("Enter")
         expect(app).to_contain_text("only punctuation", timeout=30_000)
-        box.fill("I am cold.")
+        before = heatmap.get_attribute("src")
+        box.fill(FREE_INPUT)                          # the screenshot: a sentence of one's own, not a test line
         box.press("Enter")
+        expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)
         expect(tokens.first).to_be_visible(timeout=30_000)
+        # The app runs the published model, which keeps case (chapter 7's model writes lowercase words).
+        assert tokens.first.inner_text().strip()[:1].isupper(), tokens.first.inner_text()
         expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
         no_errors(notebook)
         app.screenshot(path=str(SHOTS / "translator.png"))
