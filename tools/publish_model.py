@@ -83,14 +83,18 @@ def card(ckpt, records: list[dict], name: str) -> str:
                      "Unicode forms and spaces are unified), so every corpus pair sharing a sentence with it was "
                      f"left out: {excluded['train']:,} from training and {excluded['valid']:,} from validation.")
     lines += ["", "## Training", "", "```bash", train_command(payload), "```", "",
+              "`--epochs` is an upper bound: each session trained under `--time-limit MINUTES` (the later "
+              "ones with `--resume` added), and the run was stopped after the updates below.", "",
               f"{progress.get('step', 0):,} updates ({progress.get('epoch', 1) - 1} epochs), "
-              f"{minutes:.0f} minutes of training in all" + (":" if sessions else "."), ""]
+              f"{minutes:.1f} minutes of training in all" + (":" if sessions else "."), ""]
     for s in sessions:
-        lines.append(f"- updates {s['from_update']:,} to {s['to_update']:,}: {s['seconds'] / 60:.0f} min on "
+        lines.append(f"- updates {s['from_update']:,} to {s['to_update']:,}: {s['seconds'] / 60:.1f} min on "
                      f"{s['machine'] or 'a machine not recorded'}")
     if payload.get("averaged"):
-        lines += ["", f"The published weights are the mean of {len(payload['averaged'])} checkpoints "
-                  f"(`python -m nmt_lib average`), at updates {', '.join(f'{u:,}' for u in payload['averaged'])}."]
+        lines += ["", f"The published weights are the mean of {len(payload['averaged'])} checkpoints, the "
+                  "epoch ends the run kept (`--keep-last`), at updates "
+                  f"{', '.join(f'{u:,}' for u in payload['averaged'])}: `python -m nmt_lib average --out "
+                  "runs/tatoeba.avg.pt runs/tatoeba.epochE.pt ...`, one file per epoch end."]
     lines += ["", "## Scores", "", "| test set | search | BLEU | chrF | BLEU signature | recorded on |",
               "|---|---|---:|---:|---|---|"]
     for r in records:

@@ -259,12 +259,13 @@ def limits(rec: dict, ours: list[dict], others: dict) -> str:
     if len(curve) >= 2 and curve[-1]["valid_bleu"] > curve[-2]["valid_bleu"]:
         a, b = curve[-2], curve[-1]
         rising = (f" Its validation BLEU was still rising when training stopped ({score(a['valid_bleu'])} after "
-                  f"{a['training_minutes']:.0f} min, {score(b['valid_bleu'])} after {b['training_minutes']:.0f}).")
+                  f"{a['training_minutes']:.0f} min, {score(b['valid_bleu'])} after {b['training_minutes']:.0f}; "
+                  "against all of a sentence's references, so higher than on the one-reference test).")
     lim, share = rec["limits"], lambda n: f"{n:,} ({100 * n / rec['limits']['test_pairs']:.0f}%)"
     where = " and ".join(dict.fromkeys(s["machine"] for s in sessions if s["machine"])) or "a machine not recorded"
     return (verdict + f"What limits it: {best['model']['parameters'] / 1e6:.1f} M parameters trained for "
             f"{minutes:.0f} min on {where}, where the others trained far larger models on far "
-            f"more text.{rising} And the test asks what {lim['training_pairs']:,} training pairs cannot teach: "
+            f"more text (ours has one advantage: it trained on Tatoeba itself).{rising} And the test asks what {lim['training_pairs']:,} training pairs cannot teach: "
             f"{share(lim['unseen_english_word'])} of its {lim['test_pairs']:,} English sentences hold a word that "
             f"no training sentence holds, {share(lim['unseen_french_word'])} of its references a French word "
             f"that no training translation holds, and {share(lim['repeated_english'])} of its lines repeat an "
