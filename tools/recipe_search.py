@@ -37,8 +37,8 @@ ALPHAS = (0.6, 0.8, 1.0, 1.2)
 def describe(ckpt) -> str:
     cfg = ckpt.model.cfg
     params = sum(p.numel() for p in ckpt.model.parameters())
-    return (f"d_model {cfg.d_model}, {cfg.n_layers} + {cfg.n_layers} layers, d_ff {cfg.d_ff} "
-            f"({params / 1e6:.1f} M parameters)")
+    return (f"d_model {cfg.d_model}, {cfg.n_layers} + {cfg.n_layers} layers, d_ff {cfg.d_ff}, "
+            f"{len(ckpt.tgt_vocab):,} BPE pieces ({params / 1e6:.1f} M parameters)")
 
 
 def minutes(ckpt) -> float:

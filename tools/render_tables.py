@@ -21,7 +21,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "results-table"),
+TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "results-table"),
           "book/teachers.md": ("chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "published-subwords", "published-words", "ablation-subwords",
                               "chapter-figures"),
