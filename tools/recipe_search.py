@@ -12,6 +12,7 @@ the larger model after more of its time; the mean of its last 3, 5 and 8 epoch-e
 Averaged checkpoints are written beside the run (`OUT.avgN.pt`).
 """
 import argparse
+import json
 import re
 import shlex
 import sys
@@ -24,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.average import average_checkpoints, epoch_checkpoint, kept_epochs  # noqa: E402
 from nmt_lib.run.checkpoint import load_checkpoint, read_payload  # noqa: E402
-from nmt_lib.run.corpus import ParallelCorpus  # noqa: E402
+from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
 from nmt_lib.run.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
@@ -70,12 +71,16 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int)
     args = parser.parse_args(argv)
     use_threads(args.threads)
-    rows, corpus = [], None
+    corpus = None
+    rows, corpora = [], {}
 
     def score(name: str, ckpt, beam: int = 1, alpha: float = 1.0, note: str = "") -> dict:
         nonlocal corpus
-        if corpus is None:                              # one split for every candidate: they share data settings
-            corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
+        key = json.dumps(split_settings(ckpt.payload["data"]), sort_keys=True)
+        if key not in corpora:                 # one corpus per data settings (another BPE vocabulary is another)
+            corpora[key] = ParallelCorpus.from_settings(ckpt.payload["data"],
+                                                       vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
+        corpus = corpora[key]
         start = time.perf_counter()
         r = evaluate_checkpoint(ckpt, split="valid", beam=beam, alpha=alpha, limit=args.limit, corpus=corpus)
         row = {"candidate": name, "model": describe(ckpt), "updates": ckpt.step, "training_minutes":
