@@ -71,18 +71,20 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int)
     args = parser.parse_args(argv)
     use_threads(args.threads)
-    corpus = None
     rows, corpora = [], {}
 
-    def score(name: str, ckpt, beam: int = 1, alpha: float = 1.0, note: str = "") -> dict:
-        nonlocal corpus
+    def corpus_for(ckpt):
+        """One corpus per data settings (another BPE vocabulary is another), built once."""
         key = json.dumps(split_settings(ckpt.payload["data"]), sort_keys=True)
-        if key not in corpora:                 # one corpus per data settings (another BPE vocabulary is another)
+        if key not in corpora:
             corpora[key] = ParallelCorpus.from_settings(ckpt.payload["data"],
                                                        vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
-        corpus = corpora[key]
+        return corpora[key]
+
+    def score(name: str, ckpt, beam: int = 1, alpha: float = 1.0, note: str = "") -> dict:
         start = time.perf_counter()
-        r = evaluate_checkpoint(ckpt, split="valid", beam=beam, alpha=alpha, limit=args.limit, corpus=corpus)
+        r = evaluate_checkpoint(ckpt, split="valid", beam=beam, alpha=alpha, limit=args.limit,
+                                corpus=corpus_for(ckpt))
         row = {"candidate": name, "model": describe(ckpt), "updates": ckpt.step, "training_minutes":
                round(minutes(ckpt), 1), "search": "greedy" if beam == 1 else f"beam {beam}, length penalty "
                f"{alpha:g}", "valid_bleu": round(r["sacrebleu"], 2), "valid_chrf": round(r["chrf"], 2),
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
                   "their references",
         "signature": first["signature"], "sentences": first["sentences"], "references": first["references"],
         "rows": rows, "chosen": {"candidate": chosen["candidate"], "search": chosen["search"]},
-        "limits": limits(corpus.splits.train, read_tatoeba_test()),
+        "limits": limits(corpus_for(best_ckpt).splits.train, read_tatoeba_test()),
     })
     print(f"chosen: {chosen['candidate']}, {chosen['search']}; written {args.out}")
     return 0
