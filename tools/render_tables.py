@@ -358,6 +358,8 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     """For each file with a table: (its text now, its text with the tables rendered from the notebooks)."""
     chapters = [chapter(p) for p in sorted((root / "notebooks").glob("*.ipynb"))]
     solutions = [chapter(p) for p in sorted((root / "solutions").glob("*.ipynb"))]
+    ours = lambda: [record(root, f"records/{n}.json") for n in PUBLIC]     # the published model's test records
+    others = lambda: record(root, "records/tatoeba-others.json")
     tables = {"chapter-table": lambda: readme_table(chapters), "chapter-times": lambda: guide_table(chapters),
               "solution-times": lambda: guide_table(solutions, "solutions notebook"),
               "results-table": lambda: headline_results(chapters, root),
@@ -366,15 +368,10 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
               "ablation-subwords": lambda: ablation(record(root, "records/ablation-subwords.json")),
               "benchmark": lambda: benchmark(record(root, "bench/results/latest.json")),
               "soak": lambda: soak(record(root, "records/soak.json")),
-              "tatoeba-results": lambda: public_results([record(root, f"records/{n}.json") for n in PUBLIC],
-                                                       record(root, "records/tatoeba-others.json"),
-                                                       card="models/tatoeba-en-fr/README.md"),
-              "tatoeba-public": lambda: public_results([record(root, f"records/{n}.json") for n in PUBLIC],
-                                                      record(root, "records/tatoeba-others.json")),
+              "tatoeba-results": lambda: public_results(ours(), others(), card="models/tatoeba-en-fr/README.md"),
+              "tatoeba-public": lambda: public_results(ours(), others()),
               "recipe-tatoeba": lambda: recipe(record(root, "records/recipe-tatoeba.json")),
-              "tatoeba-limits": lambda: limits(record(root, "records/recipe-tatoeba.json"),
-                                              [record(root, f"records/{n}.json") for n in PUBLIC],
-                                              record(root, "records/tatoeba-others.json"))}
+              "tatoeba-limits": lambda: limits(record(root, "records/recipe-tatoeba.json"), ours(), others())}
     tables |= {name: (lambda n=name: published(record(root, f"records/{n}.json"))) for name in PUBLISHED}
     out = {}
     for name, markers in TABLES.items():
