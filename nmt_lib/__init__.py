@@ -4,7 +4,7 @@ Two homes. The lessons: every module in this folder except this file and __main_
 from the chapters by tools/export_lib.py, and names its notebooks in its first line: text, data (1);
 plot (2); attention (3); metrics (4a); model_helpers, seq2seq, loop, decoding, recipes (4b, 7); multihead (5);
 positional (6); transformer (7); evaluation, widgets (8); subword, unknowns (8b); training (9);
-fast, parallel (10); lm, lm_train, ptb (11); checks (the graders of every chapter's exercises).
+fast, parallel (10); lm, lm_train, ptb (11); modern (12); checks (the graders of every chapter's exercises).
 The tooling: `nmt_lib.run`, hand-written (command line, checkpoints, locks and signals, device,
 downloads, caches); its __init__ lists its modules.
 

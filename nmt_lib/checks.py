@@ -2,8 +2,8 @@
 # notebooks/03_scoring.ipynb, notebooks/04a_bleu.ipynb, notebooks/04b_seq2seq.ipynb,
 # notebooks/05_multihead.ipynb, notebooks/06_positional.ipynb,
 # notebooks/07_transformer.ipynb, notebooks/08_evaluation.ipynb,
-# notebooks/09_training.ipynb and notebooks/10_fast.ipynb by tools/export_lib.py: edit
-# the notebook, then re-export.
+# notebooks/09_training.ipynb, notebooks/10_fast.ipynb and notebooks/12_modern.ipynb by
+# tools/export_lib.py: edit the notebook, then re-export.
 
 # ---- from notebooks/01_data.ipynb ----
 """Checks for the exercises' *implement* tasks: each calls a learner's function on a few
@@ -281,3 +281,151 @@ def check_sliced_loss(fn) -> str:
             atol=1e-4,
         )
     return "sliced loss: right for rows = 1, 3, 10 and 64"
+
+
+# ---- from notebooks/12_modern.ipynb ----
+def learner_call(case: str, fn, *args):
+    """`fn(*args)`; an exception raised in the learner's code becomes `CheckFailed`
+    naming `case`, the exception, and the learner's line that raised it."""
+    import traceback
+
+    try:
+        return fn(*args)
+    except CheckFailed:
+        raise
+    except Exception as e:
+        frames = [
+            f
+            for f in traceback.extract_tb(e.__traceback__)[1:]
+            if "site-packages" not in f.filename and "nmt_lib" not in f.filename
+        ]
+        line = f" (your line: {frames[-1].line.strip()})" if frames else ""
+        raise CheckFailed(
+            f"{case}: your code raised {type(e).__name__}: {e}{line}"
+        ) from None
+
+
+def named_mistake(case: str, got, expected, mistakes: dict):
+    """Raise `CheckFailed` naming the first known mistake `got` matches, when it is
+    not `expected`; then `compare` it with `expected`."""
+    got = torch.as_tensor(got)
+    same = lambda a, b: (
+        tuple(a.shape) == tuple(b.shape)
+        and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
+    )
+    if not same(got, expected):
+        for why, wrong in mistakes.items():
+            if same(got, wrong):
+                raise CheckFailed(f"{case}: {why}")
+    compare(case, got, expected)
+
+
+RMS_MISTAKES = (
+    "you subtracted the mean: that is LayerNorm; RMSNorm divides x itself",
+    "the mean of squares is over the last dimension (each vector's features)",
+    "divide by the square root of the mean of squares, not by the mean",
+    "the gain multiplies the result: you left it out",
+)
+
+
+def check_rms_norm(fn) -> str:
+    """`fn(x (..., D), weight (D,), eps)` -> RMSNorm of x, against chapter 12's."""
+    from nmt_lib.modern import RMSNorm  # chapter 12's, imported where used
+
+    gen = torch.Generator().manual_seed(0)
+    cases = {
+        "a (2, 5, 8) batch with mean 1": torch.randn(2, 5, 8, generator=gen) + 1,
+        "a (3, 6) batch": torch.randn(3, 6, generator=gen) * 3,
+        "a vector of zeros": torch.zeros(1, 4),
+    }
+    for case, x in cases.items():
+        norm = RMSNorm(x.shape[-1], eps=1e-6)
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5, generator=gen)
+        w = norm.weight.detach()
+        got = learner_call(case, fn, x.clone(), w.clone(), 1e-6)
+        squares = x.pow(2)
+        wrong = (
+            w * torch.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-6),
+            w * x / torch.sqrt(squares.mean(0, keepdim=True) + 1e-6),
+            w * x / (squares.mean(-1, keepdim=True) + 1e-6),
+            x / torch.sqrt(squares.mean(-1, keepdim=True) + 1e-6),
+        )
+        named_mistake(case, got, norm(x).detach(), dict(zip(RMS_MISTAKES, wrong)))
+    return f"RMSNorm: right in all {len(cases)} cases"
+
+
+def _turned(x, start: int, *, sign: int = 1, halves: bool = False):
+    """Chapter 12's rotation of x (..., T, Dh) from position `start`, or a usual
+    mistake: turned the other way (`sign=-1`), or pairing the two halves."""
+    T, Dh = x.shape[-2:]
+    inv_freq = 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
+    angles = sign * torch.arange(start, start + T)[:, None].float() * inv_freq
+    c, s = angles.cos(), angles.sin()
+    if halves:
+        a, b = x[..., : Dh // 2], x[..., Dh // 2 :]
+        return torch.cat([a * c + b * s, b * c - a * s], dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * c + b * s, b * c - a * s], dim=-1).flatten(-2)
+
+
+ROPE_MISTAKES = (
+    "positions start at `start`, not 0 (a cached step is not position 0)",
+    "turned the wrong way: follow chapter 6's relative_shift_matrix",
+    "the pairs are neighbouring features (2j, 2j + 1), as in chapter 6, not the "
+    "two halves of the vector",
+)
+
+
+def check_rope(fn) -> str:
+    """`fn(x (..., T, Dh), start)` -> x turned at positions start, start + 1, ...,
+    against chapter 12's `rotate`."""
+    from nmt_lib.modern import rotate  # chapter 12's, imported where used
+
+    gen = torch.Generator().manual_seed(0)
+    cases = {
+        "positions 0 .. 5 of a (2, 6, 8) tensor": (
+            torch.randn(2, 6, 8, generator=gen),
+            0,
+        ),
+        "one cached step at position 9": (torch.randn(1, 1, 4, generator=gen), 9),
+        "heads: a (2, 3, 5, 16) tensor from position 3": (
+            torch.randn(2, 3, 5, 16, generator=gen),
+            3,
+        ),
+    }
+    for case, (x, start) in cases.items():
+        got = learner_call(case, fn, x.clone(), start)
+        wrong = (
+            _turned(x, 0),
+            _turned(x, start, sign=-1),
+            _turned(x, start, halves=True),
+        )
+        named_mistake(case, got, rotate(x, start), dict(zip(ROPE_MISTAKES, wrong)))
+    return f"RoPE: right in all {len(cases)} cases"
+
+
+def check_kv_sharing(fn) -> str:
+    """`fn(k (B, G, T, Dh), n_heads)` -> (B, H, T, Dh), query head h reading key/value
+    head h // (H / G), as chapter 12's `GroupedQueryAttention` lines them up."""
+    gen = torch.Generator().manual_seed(0)
+    cases = {
+        "2 key/value heads for 4 query heads": (2, 4),
+        "1 key/value head for 4 query heads (multi-query)": (1, 4),
+        "4 key/value heads for 4 query heads (multi-head)": (4, 4),
+        "2 key/value heads for 6 query heads": (2, 6),
+    }
+    for case, (G, H) in cases.items():
+        k = torch.randn(2, G, 3, 4, generator=gen)
+        got = learner_call(case, fn, k.clone(), H)
+        why = (
+            "query head h reads key/value head h // (H / G): neighbouring query "
+            "heads share one (repeat_interleave), not every G-th (repeat)"
+        )
+        named_mistake(
+            case,
+            got,
+            k.repeat_interleave(H // G, dim=1),
+            {why: k.repeat(1, H // G, 1, 1)},
+        )
+    return f"key/value sharing: right in all {len(cases)} cases"

@@ -16,15 +16,16 @@ import torch
 from torch import nn
 
 from nmt_lib.attention import causal_mask
-from nmt_lib.multihead import MultiHeadAttention
-from nmt_lib.positional import PositionalEncoding
 from nmt_lib.run.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.transformer import (
-    PositionWiseFFN,
     Residual,
     cached_self_attention,
     check_sizes,
+    make_attention,
+    make_ffn,
+    make_norm,
+    make_positions,
 )
 
 
@@ -42,6 +43,13 @@ class LMConfig:
         64, "the most tokens the model reads at once (positions it has encodings for)"
     )
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm)")
+    # chapter 7's switches, which chapter 12 turns on
+    positions: str = setting(
+        "sinusoidal", "sinusoidal or rope", choices=["sinusoidal", "rope"]
+    )
+    norm: str = setting("layer", "layer or rms", choices=["layer", "rms"])
+    ffn: str = setting("relu", "relu or swiglu", choices=["relu", "swiglu"])
+    kv_heads: int | None = setting(None, "key/value heads (none: n_heads)")
 
     def __post_init__(self):
         check_sizes(
@@ -55,10 +63,10 @@ class CausalBlock(nn.Module):
 
     def __init__(self, cfg: LMConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.self_attn = make_attention(cfg, self_attention=True)
+        self.ffn = make_ffn(cfg)
+        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
 
     def forward(self, x, past_kv, mask, *, need_weights: bool = False):
         """x (B, T, D) after `past_kv` (keys and values of the positions before, or
@@ -87,9 +95,11 @@ class DecoderOnlyLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = PositionalEncoding(cfg.d_model, cfg.dropout, cfg.context)
+        self.pos = make_positions(cfg, cfg.context)
         self.blocks = nn.ModuleList(CausalBlock(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.norm = (
+            make_norm(cfg.norm, cfg.d_model) if cfg.norm_first else nn.Identity()
+        )
         self.out = nn.Linear(cfg.d_model, cfg.vocab_size)
         # scaled up by sqrt(D) in use
         nn.init.normal_(self.embedding.weight, std=cfg.d_model**-0.5)

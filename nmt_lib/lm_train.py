@@ -17,7 +17,7 @@ from torch import nn
 from nmt_lib.data import seq_data_iter_random
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.loop import TrainingDiverged, progress_bar
-from nmt_lib.recipes import paper_adam
+from nmt_lib.recipes import key_settings, paper_adam
 from nmt_lib.run.cache import cached_fit
 from nmt_lib.run.course import pick
 from nmt_lib.run.device import default_device
@@ -197,7 +197,7 @@ def train_decoder_lm(
         }
 
     key = dict(
-        cfg=cfg.__dict__,
+        cfg=key_settings(cfg),
         data=data.fingerprint(),
         epochs=epochs,
         lr=lr,

@@ -96,6 +96,26 @@ def train_rnn(
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 
+# Settings added after the first models were cached, with their defaults: they join a
+# cache key only when changed, so the models cached before them are found again.
+LATER_SETTINGS = dict(
+    tie_embeddings=False,
+    positions="sinusoidal",
+    norm="layer",
+    ffn="relu",
+    kv_heads=None,
+)
+
+
+def key_settings(cfg) -> dict:
+    """A config's fields for a cache key (`cached_fit`), the later settings left out
+    while they keep their defaults."""
+    missing = object()
+    return {
+        k: v for k, v in cfg.__dict__.items() if LATER_SETTINGS.get(k, missing) != v
+    }
+
+
 def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.Adam:
     """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9; `fused`: chapter 10's
     one-kernel update."""
@@ -131,10 +151,8 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
             title="Transformer",
         )
 
-    # a setting added later (tie_embeddings) joins the key only when it is on
-    settings = {k: v for k, v in cfg.__dict__.items() if k != "tie_embeddings" or v}
     key = dict(
-        cfg=settings,
+        cfg=key_settings(cfg),
         data=data.fingerprint(),
         epochs=epochs,
         lr=lr,

@@ -38,13 +38,21 @@ class PositionWiseFFN(nn.Module):
         return self.net(x)
 
 
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    """The paper's LayerNorm ('layer'), or RMSNorm ('rms': no mean, no bias; chapter
+    12)."""
+    if kind == "rms":
+        return nn.RMSNorm(d_model)
+    return nn.LayerNorm(d_model)
+
+
 class Residual(nn.Module):
     """x + dropout(sublayer(...)), layer norm after (post-norm) or before (pre-norm)."""
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+    def __init__(self, d_model: int, dropout: float, norm_first: bool, norm="layer"):
         super().__init__()
         self.norm, self.dropout, self.norm_first = (
-            nn.LayerNorm(d_model),
+            make_norm(norm, d_model),
             nn.Dropout(dropout),
             norm_first,
         )
@@ -85,6 +93,28 @@ class TransformerConfig:
         False,
         "one matrix for the source and target embeddings and the output layer "
         "(the paper's section 3.4; needs one vocabulary shared by both languages)",
+    )
+    # Chapter 12's switches; the defaults are the paper's model.
+    positions: str = setting(
+        "sinusoidal",
+        "word order from a table added to the embeddings (sinusoidal, the paper) or "
+        "from queries and keys rotated by their positions (rope)",
+        choices=["sinusoidal", "rope"],
+    )
+    norm: str = setting(
+        "layer",
+        "LayerNorm (layer, the paper) or RMSNorm (rms)",
+        choices=["layer", "rms"],
+    )
+    ffn: str = setting(
+        "relu",
+        "feed-forward network: relu (the paper) or swiglu (gated, three matrices)",
+        choices=["relu", "swiglu"],
+    )
+    kv_heads: int | None = setting(
+        None,
+        "key/value heads, each shared by n_heads / kv_heads query heads (grouped-query "
+        "attention; 1: multi-query); none: one per query head, as in the paper",
     )
     # a class constant, not a field: far beyond any sentence of the course
     MAX_LEN = 65_536
@@ -129,15 +159,75 @@ def check_sizes(cfg, names):
         )
     if not 0 <= cfg.dropout < 1:
         raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+    for name, allowed in CHOICES.items():
+        value = getattr(cfg, name)
+        if value not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(allowed)}, got {value!r}")
+    kv = cfg.kv_heads
+    if kv is not None and (kv < 1 or cfg.n_heads % kv):
+        raise ValueError(
+            f"kv_heads ({kv}) must divide n_heads ({cfg.n_heads}): each key/value "
+            "head serves the same number of query heads"
+        )
+
+
+CHOICES = {
+    "positions": ("sinusoidal", "rope"),
+    "norm": ("layer", "rms"),
+    "ffn": ("relu", "swiglu"),
+}
+
+
+# Chapter 12's modules register here when nmt_lib.modern is imported; the paper's
+# model needs none of them.
+MODERN: dict = {}
+
+
+def modern(name: str):
+    if name not in MODERN:
+        raise ValueError(
+            f"the {name} of chapter 12: import nmt_lib.modern before building the model"
+        )
+    return MODERN[name]
+
+
+def make_attention(cfg, *, self_attention: bool) -> nn.Module:
+    """Chapter 5's multi-head attention, or chapter 12's: rotary positions (in
+    self-attention only) or fewer key/value heads than query heads."""
+    rotary = self_attention and cfg.positions == "rope"
+    if rotary or cfg.kv_heads not in (None, cfg.n_heads):
+        return modern("attention")(cfg, rotary=rotary)
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+
+
+def make_ffn(cfg) -> nn.Module:
+    if cfg.ffn == "swiglu":
+        return modern("swiglu")(cfg.d_model, cfg.d_ff, cfg.dropout)
+    return PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+
+
+def make_positions(cfg, max_len: int) -> nn.Module:
+    """What the embeddings get: the sinusoidal table, then dropout; with rotary
+    positions (which act inside attention), dropout alone."""
+    if cfg.positions == "rope":
+        return NoTable(cfg.dropout)
+    return PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), max_len)
+
+
+class NoTable(nn.Dropout):
+    """Dropout that takes `PositionalEncoding`'s offset argument and ignores it."""
+
+    def forward(self, x, offset: int = 0):
+        return super().forward(x)
 
 
 class EncoderBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.self_attn = make_attention(cfg, self_attention=True)
+        self.ffn = make_ffn(cfg)
+        self.res_attn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
 
     def forward(self, x, src_mask, *, need_weights: bool = False):
         x, weights = self.res_attn(
@@ -154,9 +244,11 @@ class TransformerEncoder(nn.Module):
         self.embedding = nn.Embedding(
             cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id
         )
-        self.pos = PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), cfg.max_len)
+        self.pos = make_positions(cfg, cfg.max_len)
         self.blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.norm = (
+            make_norm(cfg.norm, cfg.d_model) if cfg.norm_first else nn.Identity()
+        )
 
     def encode(self, src, src_len, *, need_weights: bool = False):
         """(memory (B, S, D), per-layer self-attention weights (B, H, S, S) or None)."""
@@ -173,7 +265,9 @@ class TransformerEncoder(nn.Module):
 
 
 class TransformerState(NamedTuple):
-    cross_kv: list  # per layer: projected encoder keys and values, two (B, H, S, Dh)
+    # per layer: projected encoder keys and values, two (B, H, S, Dh) (H: kv_heads
+    # with grouped-query attention)
+    cross_kv: list
     src_mask: torch.Tensor  # (B, 1, 1, S)
     # per layer: projected keys and values of the target so far,
     # two (B, H, t, Dh), or None
@@ -185,7 +279,11 @@ def cached_self_attention(attn, y, past_kv, mask, *, need_weights: bool = False)
     """Self-attention of y's (B, T, D) positions over the cached keys and values of the
     positions before them (`past_kv`, or None) and their own: (output, weights, keys and
     values of all so far)."""
-    k, v = attn.project_kv(y, y)  # (B, H, T, Dh) each
+    if getattr(attn, "rotary", False):  # chapter 12: keys turned by their positions
+        start = 0 if past_kv is None else past_kv[0].shape[2]
+        k, v = attn.project_kv(y, y, start=start)
+    else:
+        k, v = attn.project_kv(y, y)  # (B, H, T, Dh) each
     if past_kv is not None:
         k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
     out, weights = attn.attend_kv(y, k, v, mask, need_weights=need_weights)
@@ -195,12 +293,12 @@ def cached_self_attention(attn, y, past_kv, mask, *, need_weights: bool = False)
 class DecoderBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.self_attn = make_attention(cfg, self_attention=True)
+        self.cross_attn = make_attention(cfg, self_attention=False)
+        self.ffn = make_ffn(cfg)
+        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
+        self.res_cross = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
+        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
 
     def forward(
         self, x, cross_kv, src_mask, past_kv, self_mask, *, need_weights: bool = False
@@ -232,9 +330,11 @@ class TransformerDecoder(nn.Module):
         self.embedding = nn.Embedding(
             cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id
         )
-        self.pos = PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), cfg.max_len)
+        self.pos = make_positions(cfg, cfg.max_len)
         self.blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.norm = (
+            make_norm(cfg.norm, cfg.d_model) if cfg.norm_first else nn.Identity()
+        )
         self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)
 
     def init_state(self, memory, src_len) -> TransformerState:

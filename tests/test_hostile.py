@@ -190,7 +190,10 @@ def test_a_diverged_run_saves_nothing_and_non_finite_weights_are_refused(trained
 # ---- 7, 8, 9: memory is bounded whatever the sizes -----------------------------------------------------
 
 @pytest.mark.parametrize("options", [dict(), dict(norm_first=True), dict(tie_embeddings=True),
-                                     dict(d_model=24, n_heads=3, d_ff=40, n_layers=3)])
+                                     dict(d_model=24, n_heads=3, d_ff=40, n_layers=3),
+                                     dict(norm="rms", norm_first=True), dict(ffn="swiglu"), dict(kv_heads=1),
+                                     dict(positions="rope", kv_heads=2, norm="rms", ffn="swiglu", norm_first=True,
+                                          tie_embeddings=True)])
 def test_the_parameter_count_from_the_config_is_the_models(options):
     src, tgt = (50, 50) if options.get("tie_embeddings") else (50, 70)
     cfg = TransformerConfig(src, tgt, **{"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 2, **options})

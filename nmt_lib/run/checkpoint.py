@@ -15,6 +15,7 @@ from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
+import nmt_lib.modern  # noqa: F401  chapter 12's modules, which a checkpoint's config may name
 
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/1"
 PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,

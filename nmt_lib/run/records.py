@@ -13,6 +13,8 @@ from pathlib import Path
 from nmt_lib.run.cache import atomic_save
 from nmt_lib.run.device import cpu_info
 
+RECORDS = Path(__file__).resolve().parents[2] / "records"      # the repository's records/ folder
+
 
 def cpu_name() -> str:
     """This CPU's model and its widest vector unit, e.g. 'AMD EPYC 9R14 (AVX-512 BF16), 2 cores'."""
@@ -84,3 +86,11 @@ def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> di
                          "epoch": progress.get("epoch"), "seconds": progress.get("seconds"),
                          "valid_loss": [{"epoch": e, "update": s, "loss": v} for e, s, v in epochs],
                          "sessions": progress.get("sessions"), "averaged": payload.get("averaged")}}
+
+
+def read_record(name: str) -> dict:
+    """The record `records/NAME.json` of this checkout (a chapter quotes what a full-scale run measured)."""
+    path = RECORDS / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: the record comes with the course's repository")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -13,17 +13,19 @@ BYTES_TO_RUN = 4                      # per parameter: fp32 weights
 
 
 def transformer_parameters(d_model: int, d_ff: int, n_layers: int, src_vocab_size: int, tgt_vocab_size: int,
-                           norm_first: bool = False, tie_embeddings: bool = False, **_) -> int:
-    """The number of parameters of `Transformer(TransformerConfig(...))`, counted as chapter 7 builds it
-    (Python integers: no overflow, whatever the sizes)."""
+                           n_heads: int = 4, norm_first: bool = False, tie_embeddings: bool = False,
+                           norm: str = "layer", ffn: str = "relu", kv_heads: int | None = None, **_) -> int:
+    """The number of parameters of `Transformer(TransformerConfig(...))`, counted as chapter 7 builds it,
+    with chapter 12's switches (Python integers: no overflow, whatever the sizes)."""
     D, F = d_model, d_ff
-    attention = 4 * (D * D + D)                       # W_q, W_k, W_v, W_o with their biases
-    ffn = D * F + F + F * D + D
-    norm = 2 * D
-    encoder_block = attention + ffn + 2 * norm
-    decoder_block = 2 * attention + ffn + 3 * norm    # self-attention and cross-attention
+    kv = (kv_heads or n_heads) * (D // n_heads)                    # width of W_k and W_v
+    attention = 2 * (D * D + D) + 2 * (D * kv + kv)                 # W_q, W_o; W_k, W_v; with biases
+    ffn_params = 3 * D * F if ffn == "swiglu" else D * F + F + F * D + D   # SwiGLU has no biases
+    norm_params = D if norm == "rms" else 2 * D                     # RMSNorm: a gain, no bias
+    encoder_block = attention + ffn_params + 2 * norm_params
+    decoder_block = 2 * attention + ffn_params + 3 * norm_params    # self-attention and cross-attention
     total = (src_vocab_size * D + tgt_vocab_size * D + D * tgt_vocab_size + tgt_vocab_size
-             + n_layers * (encoder_block + decoder_block) + (2 * norm if norm_first else 0))
+             + n_layers * (encoder_block + decoder_block) + (2 * norm_params if norm_first else 0))
     return total - (2 * tgt_vocab_size * D if tie_embeddings else 0)     # one matrix read three times
 
 

@@ -1,0 +1,247 @@
+"""Chapter 12's switches: RoPE's relative property, the KV cache under RoPE and GQA, RMSNorm against
+PyTorch's, equal parameter counts, the configuration's checks, the command line, and the graders."""
+import pytest
+import torch
+from torch import nn
+
+from nmt_lib import modern
+from nmt_lib.checks import CheckFailed, check_kv_sharing, check_rms_norm, check_rope
+from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
+from nmt_lib.lm import DecoderOnlyLM, LMConfig
+from nmt_lib.model_helpers import num_parameters
+from nmt_lib.modern import (DecoderOnlyTranslator, GroupedQueryAttention, RMSNorm, SwiGLU, cache_bytes, d_ff_for,
+                            rotate, swiglu_width)
+from nmt_lib.multihead import MultiHeadAttention
+from nmt_lib.positional import relative_shift_matrix
+from nmt_lib.recipes import key_settings
+from nmt_lib.run import cli
+from nmt_lib.run.checkpoint import load_checkpoint
+from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig, make_attention
+
+MODERN = dict(norm_first=True, norm="rms", ffn="swiglu", positions="rope", kv_heads=2)
+
+
+def tiny(**switches):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(20, 30, **{"d_model": 32, "n_heads": 4, "d_ff": 48, "n_layers": 2, **switches})
+    return Transformer(cfg).eval()
+
+
+def test_rope_scores_depend_only_on_the_distance():
+    torch.manual_seed(0)
+    q, k = torch.randn(16), torch.randn(16)
+    score = lambda m, n: (rotate(q[None], m) @ rotate(k[None], n).T).item()
+    for m, n in [(0, 0), (5, 2), (30, 1)]:
+        assert score(m, n) == pytest.approx(score(m + 17, n + 17), abs=1e-4)
+    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)        # but it does depend on the distance
+
+
+def test_rope_is_chapter_6s_rotation_and_start_is_the_position():
+    x = torch.randn(2, 6, 8)
+    for m in range(6):
+        torch.testing.assert_close(rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, m))
+    torch.testing.assert_close(rotate(x, start=3), rotate(torch.cat([torch.zeros(2, 3, 8), x], 1))[:, 3:])
+    with pytest.raises(ValueError, match="even head width"):
+        rotate(torch.randn(1, 2, 5))
+
+
+def test_rms_norm_is_pytorchs_and_the_model_uses_pytorchs():
+    x = torch.randn(3, 4, 10) * 2 + 1
+    ours, theirs = RMSNorm(10), nn.RMSNorm(10, eps=1e-6)
+    with torch.no_grad():
+        ours.weight.uniform_(0.5, 2)
+        theirs.weight.copy_(ours.weight)
+    torch.testing.assert_close(ours(x), theirs(x))
+    model = tiny(norm="rms", norm_first=True)
+    norms = [m for m in model.modules() if isinstance(m, (nn.RMSNorm, nn.LayerNorm))]
+    assert norms and all(isinstance(m, nn.RMSNorm) for m in norms)
+
+
+@pytest.mark.parametrize("switches", [dict(positions="rope"), dict(kv_heads=1), MODERN])
+def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
+    model = tiny(**switches)
+    src, src_len = torch.randint(3, 20, (3, 6)), torch.tensor([6, 4, 2])
+    assert (greedy_decode(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens ==
+            greedy_decode_nocache(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens)
+    tgt = torch.randint(3, 30, (3, 7))
+    state = model.encode(src, src_len)
+    full = model.step(tgt, state)[0]
+    steps = []
+    for t in range(tgt.shape[1]):
+        logits, state, _ = model.step(tgt[:, t:t + 1], state)
+        steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+def test_the_language_model_caches_with_rope_and_gqa_too():
+    torch.manual_seed(0)
+    lm = DecoderOnlyLM(LMConfig(40, d_model=32, n_heads=4, d_ff=48, context=32, **MODERN)).eval()
+    x = torch.randint(0, 40, (2, 9))
+    full = lm(x)[0]
+    logits, past, _ = lm(x[:, :4])
+    steps = [logits]
+    for t in range(4, 9):
+        logits, past, _ = lm(x[:, t:t + 1], past)
+        steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+    assert past[0][0].shape[1] == 2                                       # two key/value heads cached
+
+
+def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
+    torch.manual_seed(0)
+    mha, gqa = MultiHeadAttention(32, 4).eval(), GroupedQueryAttention(32, 4, kv_heads=4).eval()
+    gqa.load_state_dict(mha.state_dict())
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(gqa(x, x, x)[0], mha(x, x, x)[0])
+    k, v = GroupedQueryAttention(32, 4, kv_heads=1).project_kv(x, x)
+    assert k.shape == v.shape == (2, 1, 5, 8)
+    cfg = TransformerConfig(10, 10, d_model=32, n_heads=4, kv_heads=4)
+    assert type(make_attention(cfg, self_attention=True)) is MultiHeadAttention     # the 2017 module
+
+
+def test_the_kv_cache_shrinks_with_the_kv_heads():
+    sizes = {}
+    for G in (4, 2, 1):
+        model = tiny(kv_heads=G)
+        src, src_len = torch.randint(3, 20, (2, 5)), torch.tensor([5, 5])
+        state = model.step(torch.ones(2, 3, dtype=torch.long), model.encode(src, src_len))[1]
+        sizes[G] = cache_bytes(state.self_kv)
+    assert sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4   # layers, k+v, B, G, Dh, T, fp32
+
+
+def test_swiglu_and_d_ff_for_match_the_parameter_count():
+    for D, F in [(128, 512), (256, 768), (64, 100)]:
+        relu, glu = num_parameters(PositionWiseFFN(D, F)), num_parameters(SwiGLU(D, swiglu_width(D, F)))
+        assert abs(glu / relu - 1) < 0.01
+    build = lambda **kw: Transformer(TransformerConfig(300, 400, **{"d_model": 64, "n_heads": 4, "n_layers": 2,
+                                                                     "d_ff": 256, **kw}))
+    target = num_parameters(build())
+    for switches in [dict(kv_heads=1), dict(ffn="swiglu"), MODERN]:
+        f = d_ff_for(lambda d: build(**switches, d_ff=d), target)
+        assert abs(num_parameters(build(**switches, d_ff=f)) / target - 1) < 0.02
+
+
+def test_a_config_that_cannot_work_is_refused_in_one_line():
+    for wrong, message in [(dict(kv_heads=3), "must divide n_heads"), (dict(kv_heads=0), "must divide"),
+                           (dict(positions="alibi"), "positions must be sinusoidal or rope"),
+                           (dict(norm="batch"), "norm must be"), (dict(ffn="gelu"), "ffn must be")]:
+        with pytest.raises(ValueError, match=message):
+            TransformerConfig(10, 10, **wrong)
+    with pytest.raises(ValueError, match="must divide"):
+        LMConfig(10, kv_heads=3)
+
+
+def test_an_unregistered_variant_names_chapter_12(monkeypatch):
+    from nmt_lib import transformer
+    monkeypatch.setattr(transformer, "MODERN", {})
+    with pytest.raises(ValueError, match="import nmt_lib.modern"):
+        tiny(ffn="swiglu")
+
+
+def test_the_cache_keys_of_the_paper_model_are_unchanged():
+    cfg = TransformerConfig(2701, 4055, d_model=128, n_heads=4, d_ff=512, n_layers=2)
+    assert set(key_settings(cfg)) == {"src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers",
+                                      "dropout", "max_len", "pad_id", "norm_first"}
+    assert key_settings(TransformerConfig(10, 10, positions="rope"))["positions"] == "rope"
+
+
+def test_the_command_line_trains_and_loads_a_modern_model(tmp_path, de_corpus, capsys):
+    out = tmp_path / "modern.pt"
+    status = cli.main(["train", "--data", str(de_corpus), "--d-model", "16", "--heads", "4", "--d-ff", "24",
+                       "--layers", "1", "--max-tokens", "80", "--tokens-per-update", "100", "--warmup", "2",
+                       "--min-freq", "1", "--progress", "none", "--max-steps", "2", "--out", str(out),
+                       "--norm-first", "--norm", "rms", "--ffn", "swiglu", "--positions", "rope", "--kv-heads", "2"])
+    assert status == 0, capsys.readouterr().err
+    ckpt = load_checkpoint(out, device="cpu")
+    cfg = ckpt.model.cfg
+    assert (cfg.norm, cfg.ffn, cfg.positions, cfg.kv_heads, cfg.norm_first) == ("rms", "swiglu", "rope", 2, True)
+    assert isinstance(ckpt.model.encoder.blocks[0].self_attn, GroupedQueryAttention)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:                  # argparse's usage error: status 2, one line
+        cli.main(["train", "--data", str(de_corpus), "--kv-heads", "3", "--out", str(tmp_path / "x.pt")])
+    assert e.value.code == 2
+    assert "kv_heads (3) must divide n_heads (4)" in capsys.readouterr().err
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_the_decoder_only_translator_reads_english_then_french():
+    torch.manual_seed(0)
+    lm = DecoderOnlyLM(LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, **MODERN))
+    translator = DecoderOnlyTranslator(lm, offset=12).eval()
+    src = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
+    src_len = torch.tensor([4, 2])
+    tgt_in = torch.tensor([[1, 4, 9], [1, 11, 0]])
+    logits = translator(src, src_len, tgt_in)
+    assert logits.shape == (2, 3, 15)
+    alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][0, 2:, 12:]         # row 2 without its padding
+    torch.testing.assert_close(logits[1, :2], alone, atol=1e-5, rtol=1e-4)
+    sources = [[5, 6, 7, 2], [8, 2], [9, 10, 2]]
+    batched = translator.translate_ids(sources, bos_id=1, eos_id=2, max_len=6)
+    for ids, out in zip(sources, batched):            # against recomputing the whole prefix at every step
+        prefix, expected = ids + [1 + 12], []
+        for _ in range(6):
+            token = int(lm(torch.tensor([prefix]))[0][0, -1, 12:].argmax())
+            if token == 2:
+                break
+            expected.append(token)
+            prefix.append(token + 12)
+        assert out == expected
+
+
+def one_line(fn, *args):
+    with pytest.raises(CheckFailed) as e:
+        fn(*args)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+def test_check_rms_norm_names_the_usual_mistakes():
+    assert "right" in check_rms_norm(lambda x, w, eps: w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    layer = lambda x, w, eps: w * nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+    assert "that is LayerNorm" in one_line(check_rms_norm, layer)
+    no_root = lambda x, w, eps: w * x / (x.pow(2).mean(-1, keepdim=True) + eps)
+    assert "square root" in one_line(check_rms_norm, no_root)
+    no_gain = lambda x, w, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    assert "gain" in one_line(check_rms_norm, no_gain)
+
+
+def test_check_rope_names_the_usual_mistakes():
+    assert "right" in check_rope(rotate)
+    assert "not 0" in one_line(check_rope, lambda x, start: rotate(x, 0))
+    assert "wrong way" in one_line(check_rope, lambda x, start: rotate(x, start) * 0 + _reverse(x, start))
+    assert "two halves" in one_line(check_rope, _halves)
+
+
+def _reverse(x, start):
+    """Turned by -m: the transpose of each 2x2 rotation."""
+    T, Dh = x.shape[-2:]
+    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
+    c, s = angles.cos(), angles.sin()
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2)
+
+
+def _halves(x, start):
+    T, Dh = x.shape[-2:]
+    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
+    c, s = angles.cos(), angles.sin()
+    a, b = x[..., :Dh // 2], x[..., Dh // 2:]
+    return torch.cat([a * c + b * s, b * c - a * s], -1)
+
+
+def test_check_kv_sharing_names_repeat_and_reports_an_exception_as_its_case():
+    assert "right" in check_kv_sharing(lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1))
+    assert "repeat_interleave" in one_line(check_kv_sharing, lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
+    assert "wrong shape" in one_line(check_kv_sharing, lambda k, h: k)
+
+    def crashes(k, n_heads):
+        return k.expand(-1, n_heads, -1)                  # the wrong number of sizes
+
+    message = one_line(check_kv_sharing, crashes)
+    assert message.startswith("2 key/value heads for 4 query heads: your code raised RuntimeError")
+    assert "your line: return k.expand(-1, n_heads, -1)" in message
+
+
+def test_modern_registers_its_modules():
+    from nmt_lib.transformer import MODERN as table
+    assert table["swiglu"] is modern.SwiGLU and callable(table["attention"])
