@@ -294,14 +294,16 @@ def learner_call(case: str, fn, *args):
     except CheckFailed:
         raise
     except Exception as e:
+        library = ("site-packages", "dist-packages", "nmt_lib")
         frames = [
             f
             for f in traceback.extract_tb(e.__traceback__)[1:]
-            if "site-packages" not in f.filename and "nmt_lib" not in f.filename
+            if not any(part in f.filename for part in library) and f.line
         ]
         line = f" (your line: {frames[-1].line.strip()})" if frames else ""
+        first = (str(e).strip().splitlines() or [""])[0]
         raise CheckFailed(
-            f"{case}: your code raised {type(e).__name__}: {e}{line}"
+            f"{case}: your code raised {type(e).__name__}: {first}{line}"
         ) from None
 
 
@@ -323,7 +325,7 @@ def named_mistake(case: str, got, expected, mistakes: dict):
 RMS_MISTAKES = (
     "you subtracted the mean: that is LayerNorm; RMSNorm divides x itself",
     "the mean of squares is over the last dimension (each vector's features)",
-    "divide by the square root of the mean of squares, not by the mean",
+    "divide by the square root of the mean of squares, not by the mean of squares",
     "the gain multiplies the result: you left it out",
 )
 
@@ -345,13 +347,19 @@ def check_rms_norm(fn) -> str:
         w = norm.weight.detach()
         got = learner_call(case, fn, x.clone(), w.clone(), 1e-6)
         squares = x.pow(2)
+        expected = norm(x).detach()
+        if torch.as_tensor(got).isnan().any() and not expected.isnan().any():
+            raise CheckFailed(
+                f"{case}: NaN in your result: add eps under the square root, so that "
+                "a vector of zeros is divided by sqrt(eps), not by 0"
+            )
         wrong = (
             w * torch.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-6),
             w * x / torch.sqrt(squares.mean(0, keepdim=True) + 1e-6),
             w * x / (squares.mean(-1, keepdim=True) + 1e-6),
             x / torch.sqrt(squares.mean(-1, keepdim=True) + 1e-6),
         )
-        named_mistake(case, got, norm(x).detach(), dict(zip(RMS_MISTAKES, wrong)))
+        named_mistake(case, got, expected, dict(zip(RMS_MISTAKES, wrong)))
     return f"RMSNorm: right in all {len(cases)} cases"
 
 
@@ -364,16 +372,18 @@ def _turned(x, start: int, *, sign: int = 1, halves: bool = False):
     c, s = angles.cos(), angles.sin()
     if halves:
         a, b = x[..., : Dh // 2], x[..., Dh // 2 :]
-        return torch.cat([a * c + b * s, b * c - a * s], dim=-1)
+        return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
     a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * c + b * s, b * c - a * s], dim=-1).flatten(-2)
+    return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
 
 
 ROPE_MISTAKES = (
     "positions start at `start`, not 0 (a cached step is not position 0)",
-    "turned the wrong way: follow chapter 6's relative_shift_matrix",
-    "the pairs are neighbouring features (2j, 2j + 1), as in chapter 6, not the "
-    "two halves of the vector",
+    "turned clockwise: the course follows the paper, x'_2j = x_2j cos - x_2j+1 sin "
+    "and x'_2j+1 = x_2j sin + x_2j+1 cos (just as relative, but not this function)",
+    "the course pairs neighbouring features (2j, 2j + 1), as the paper does; pairing "
+    "the two halves (GPT-NeoX's layout) permutes the features, so it is not this "
+    "function",
 )
 
 

@@ -194,3 +194,52 @@ def sliced_batch_loss(model, batch, settings, pad_id: int) -> tuple[torch.Tensor
             label_smoothing=settings.label_smoothing,
         )
     return loss, int(keep.sum())
+
+
+def online_softmax(x: torch.Tensor, tile: int) -> torch.Tensor:
+    """softmax over the last dimension of x, its statistics read `tile` entries at a
+    time: a running maximum m and a running sum s of exp(x - m), the sum rescaled by
+    exp(m_old - m_new) whenever the maximum grows."""
+    # the dtype's minimum, not -inf: a first tile of -inf scores gives no NaN
+    low = torch.finfo(x.dtype).min
+    m = torch.full(x.shape[:-1], low, dtype=x.dtype, device=x.device)
+    s = torch.zeros_like(m)
+    for j in range(0, x.shape[-1], tile):
+        block = x[..., j : j + tile]
+        new_m = torch.maximum(m, block.max(dim=-1).values)
+        s = s * torch.exp(m - new_m) + torch.exp(block - new_m[..., None]).sum(-1)
+        m = new_m
+    return torch.exp(x - m[..., None]) / s[..., None]
+
+
+def tiled_attention(q, k, v, mask=None, *, tile: int = 128):
+    """Scaled dot-product attention that never builds the (Tq, Tk) scores: keys and
+    values are read `tile` at a time, with the online softmax's running maximum and sum,
+    and the output accumulated as it goes. q (..., Tq, D), k (..., Tk, D),
+    v (..., Tk, Dv); mask boolean (True = may attend), broadcastable to (..., Tq, Tk).
+    A query with no key it may attend gets zeros, as with chapter 3's masked softmax.
+    The running statistics and the output are kept in float32 at least, as
+    FlashAttention keeps them."""
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    scale, low = q.shape[-1] ** -0.5, torch.finfo(dtype).min
+    if mask is not None:
+        mask = mask.expand(*mask.shape[:-1], k.shape[-2])  # a last dimension of 1 too
+    m = torch.full(q.shape[:-1], low, dtype=dtype, device=q.device)  # (..., Tq)
+    s = torch.zeros_like(m)
+    out = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=dtype, device=q.device)
+    for j in range(0, k.shape[-2], tile):
+        scores = q @ k[..., j : j + tile, :].transpose(-2, -1)  # (..., Tq, tile)
+        scores = scores.to(dtype) * scale
+        if mask is not None:
+            keep = mask[..., j : j + tile]
+            scores = scores.masked_fill(~keep, low)
+        new_m = torch.maximum(m, scores.max(dim=-1).values)
+        p = torch.exp(scores - new_m[..., None])  # (..., Tq, tile)
+        if mask is not None:
+            p = p * keep  # a masked key adds nothing, even to a row with no key yet
+        rescale = torch.exp(m - new_m)
+        s = s * rescale + p.sum(dim=-1)
+        out = out * rescale[..., None] + p @ v[..., j : j + tile, :].to(dtype)
+        m = new_m
+    out = out / s.clamp_min(torch.finfo(dtype).tiny)[..., None]  # (..., Tq, Dv)
+    return out.to(q.dtype)

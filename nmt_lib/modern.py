@@ -62,18 +62,21 @@ def swiglu_width(d_model: int, d_ff: int) -> int:
 def rotate(x: torch.Tensor, start: int = 0, base: float = 10_000.0) -> torch.Tensor:
     """Rotary position embedding: x (..., T, Dh) holds positions start .. start+T-1;
     the pair of features (2j, 2j+1) at position m is turned by the angle
-    m * base^(-2j/Dh): x @ relative_shift_matrix(Dh, m) of chapter 6, without the
-    matrix."""
+    m * base^(-2j/Dh), as in the paper: x @ relative_shift_matrix(Dh, -m) of chapter 6,
+    without the matrix."""
     T, Dh = x.shape[-2:]
     if Dh % 2:
         raise ValueError(f"rotary positions need an even head width, got {Dh}")
-    inv_freq = base ** (-torch.arange(0, Dh, 2, device=x.device) / Dh)  # (Dh/2,)
-    positions = torch.arange(start, start + T, device=x.device)
-    angles = positions[:, None].float() * inv_freq  # (T, Dh/2)
+    dtype = torch.promote_types(
+        x.dtype, torch.float32
+    )  # angles never in half precision
+    inv_freq = base ** (-torch.arange(0, Dh, 2, device=x.device, dtype=dtype) / Dh)
+    positions = torch.arange(start, start + T, device=x.device, dtype=dtype)
+    angles = positions[:, None] * inv_freq  # (T, Dh/2)
     c, s = angles.cos(), angles.sin()
-    even, odd = x[..., 0::2].float(), x[..., 1::2].float()
-    turned = torch.stack([even * c + odd * s, odd * c - even * s], dim=-1)
-    return turned.flatten(-2).type_as(x)  # each pair back in its place: (..., T, Dh)
+    even, odd = x[..., 0::2].to(dtype), x[..., 1::2].to(dtype)
+    turned = torch.stack([even * c - odd * s, even * s + odd * c], dim=-1)
+    return turned.flatten(-2).to(x.dtype)  # each pair back in its place: (..., T, Dh)
 
 
 class GroupedQueryAttention(MultiHeadAttention):
@@ -121,18 +124,22 @@ class GroupedQueryAttention(MultiHeadAttention):
             mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk)
         q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
         if self.rotary:  # self-attention: the queries are the last Tq of Tk positions
+            if q.shape[2] > k.shape[2]:
+                raise ValueError(
+                    "rotary self-attention needs the queries among the keys"
+                )
             q = rotate(q, k.shape[2] - q.shape[2])
-        group = self.n_heads // self.kv_heads  # query heads per key/value head
-        k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
-        v = v.repeat_interleave(group, dim=1)
-        out, weights = attend(
-            q,
-            k,
-            v,
-            mask,
-            dropout=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
-        )  # (B, H, Tq, Dh)
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:  # explicit: each key/value head copied for its query heads
+            group = self.n_heads // self.kv_heads
+            k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
+            v = v.repeat_interleave(group, dim=1)
+            out, weights = attend(q, k, v, mask, dropout=dropout, need_weights=True)
+        else:  # the fused kernel reads each key/value head once for its whole group
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=True
+            )
+            weights = None
         return self.W_o(merge_heads(out)), weights  # (B, Tq, D)
 
 

@@ -42,7 +42,7 @@ def make_norm(kind: str, d_model: int) -> nn.Module:
     """The paper's LayerNorm ('layer'), or RMSNorm ('rms': no mean, no bias; chapter
     12)."""
     if kind == "rms":
-        return nn.RMSNorm(d_model)
+        return nn.RMSNorm(d_model, eps=1e-6)
     return nn.LayerNorm(d_model)
 
 

@@ -151,3 +151,47 @@ def test_use_fast_dropout_keeps_each_layers_mode():
     use_fast_dropout(model)
     x = torch.ones(4, 3)
     assert not model[1].training and torch.equal(model(x), model[0](x))     # still evaluation: no dropout
+
+
+def test_the_online_softmax_is_the_softmax_whatever_the_tile():
+    from nmt_lib.fast import online_softmax
+    x = torch.randn(4, 7, 100) * 5
+    for tile in (1, 7, 64, 100, 500):
+        torch.testing.assert_close(online_softmax(x, tile), torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("tile", [1, 16, 100, 1000])
+def test_tiled_attention_is_sdpa_with_padding_and_causal_masks(tile):
+    from nmt_lib.fast import tiled_attention
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 50, 16), torch.randn(2, 3, 70, 16), torch.randn(2, 3, 70, 8)
+    padding = (torch.arange(70) < torch.tensor([70, 9])[:, None])[:, None, None, :]
+    causal = torch.ones(50, 70, dtype=torch.bool).tril(20)
+    for mask in (None, padding, causal, padding & causal):
+        torch.testing.assert_close(tiled_attention(q, k, v, mask, tile=tile),
+                                   F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=1e-5)
+
+
+def test_tiled_attention_gives_zeros_to_a_query_with_no_key_as_the_masked_softmax_does():
+    from nmt_lib.attention import attend
+    from nmt_lib.fast import tiled_attention
+    q, k, v = torch.randn(1, 4, 8), torch.randn(1, 6, 8), torch.randn(1, 6, 8)
+    mask = torch.ones(1, 4, 6, dtype=torch.bool)
+    mask[0, 2] = False                                           # query 2 may attend nothing
+    out = tiled_attention(q, k, v, mask, tile=4)
+    assert out[0, 2].abs().max() == 0 and torch.isfinite(out).all()
+    torch.testing.assert_close(out, attend(q, k, v, mask, need_weights=True)[0])
+
+
+def test_tiled_attention_accumulates_half_precision_in_float32_and_broadcasts_a_mask_of_one_key():
+    from nmt_lib.fast import online_softmax, tiled_attention
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 40, 16) for _ in range(3))
+    out = tiled_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), tile=8)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), F.scaled_dot_product_attention(q, k, v), atol=2e-2, rtol=2e-2)
+    everywhere = torch.ones(2, 40, 1, dtype=torch.bool)                 # (B, Tq, 1): broadcast over the keys
+    torch.testing.assert_close(tiled_attention(q, k, v, everywhere, tile=8), tiled_attention(q, k, v, tile=8))
+    x = torch.randn(3, 20)
+    x[:, :5] = float("-inf")                                            # a first tile of -inf: no NaN
+    torch.testing.assert_close(online_softmax(x, 5), torch.softmax(x, -1))

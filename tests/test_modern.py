@@ -39,7 +39,7 @@ def test_rope_scores_depend_only_on_the_distance():
 def test_rope_is_chapter_6s_rotation_and_start_is_the_position():
     x = torch.randn(2, 6, 8)
     for m in range(6):
-        torch.testing.assert_close(rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, m))
+        torch.testing.assert_close(rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, -m))   # the paper's direction
     torch.testing.assert_close(rotate(x, start=3), rotate(torch.cat([torch.zeros(2, 3, 8), x], 1))[:, 3:])
     with pytest.raises(ValueError, match="even head width"):
         rotate(torch.randn(1, 2, 5))
@@ -203,22 +203,24 @@ def test_check_rms_norm_names_the_usual_mistakes():
     assert "square root" in one_line(check_rms_norm, no_root)
     no_gain = lambda x, w, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     assert "gain" in one_line(check_rms_norm, no_gain)
+    no_eps = lambda x, w, eps: w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True))
+    assert "add eps under the square root" in one_line(check_rms_norm, no_eps)
 
 
 def test_check_rope_names_the_usual_mistakes():
     assert "right" in check_rope(rotate)
     assert "not 0" in one_line(check_rope, lambda x, start: rotate(x, 0))
-    assert "wrong way" in one_line(check_rope, lambda x, start: rotate(x, start) * 0 + _reverse(x, start))
+    assert "turned clockwise" in one_line(check_rope, _reverse)
     assert "two halves" in one_line(check_rope, _halves)
 
 
 def _reverse(x, start):
-    """Turned by -m: the transpose of each 2x2 rotation."""
+    """Turned by -m (chapter 6's direction): the transpose of each 2x2 rotation."""
     T, Dh = x.shape[-2:]
     angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
     c, s = angles.cos(), angles.sin()
     a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2)
+    return torch.stack([a * c + b * s, b * c - a * s], -1).flatten(-2)
 
 
 def _halves(x, start):
@@ -226,7 +228,7 @@ def _halves(x, start):
     angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
     c, s = angles.cos(), angles.sin()
     a, b = x[..., :Dh // 2], x[..., Dh // 2:]
-    return torch.cat([a * c + b * s, b * c - a * s], -1)
+    return torch.cat([a * c - b * s, a * s + b * c], -1)
 
 
 def test_check_kv_sharing_names_repeat_and_reports_an_exception_as_its_case():
@@ -240,6 +242,12 @@ def test_check_kv_sharing_names_repeat_and_reports_an_exception_as_its_case():
     message = one_line(check_kv_sharing, crashes)
     assert message.startswith("2 key/value heads for 4 query heads: your code raised RuntimeError")
     assert "your line: return k.expand(-1, n_heads, -1)" in message
+
+    def crashes_with_a_long_message(k, n_heads):
+        raise TypeError("first line\nsecond line")
+
+    assert one_line(check_kv_sharing, crashes_with_a_long_message).endswith(
+        "TypeError: first line (your line: raise TypeError(\"first line\\nsecond line\"))")
 
 
 def test_modern_registers_its_modules():

@@ -21,7 +21,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "results-table"),
+TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches",
+                        "results-table"),
           "book/teachers.md": ("chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "published-subwords", "published-words", "ablation-subwords",
                               "chapter-figures"),
@@ -286,6 +287,38 @@ def recipe(rec: dict) -> str:
     return "\n".join(lines) + f"\n\n*`{rec['command']}`, run on {machine(rec)}.*"
 
 
+def modern(rec: dict) -> str:
+    """The 2017 blocks and today's at full scale (`tools/modern_compare.py`): each run's training and scores."""
+    lines = [f"Method: {rec['method']}.", "", "| run | model | parameters | updates | training | target tokens/s | "
+             "valid perplexity | valid BLEU | valid chrF | test BLEU | test chrF |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rec["rows"]:
+        speed = f"{r['target_tokens_per_second']:,}" if r["target_tokens_per_second"] else "not recorded"
+        lines.append(f"| {r['candidate']} | {r['switches']} | {r['parameters']:,} | {r['updates']:,} | "
+                     f"{duration(r['training_minutes'] * 60)} | {speed} | {r['valid_perplexity']:.2f} | "
+                     f"{score(r['valid_bleu'])} | {score(r['valid_chrf'])} | {score(r['test_bleu'])} | "
+                     f"{score(r['test_chrf'])} |")
+    trained = sorted({r["machine"] for r in rec["rows"]})
+    return "\n".join(lines) + (f"\n\n*Trained on {'; '.join(trained)}; `{rec['command']}`, scored on "
+                               f"{machine(rec)}.*")
+
+
+def switches_table(ch: dict) -> str:
+    """Chapter 12's measurement at small scale, the table its notebook recorded, with where it ran."""
+    table = next((h for h in ch["headlines"] if h.get("name") == "modern-switches" and "rows" in h), None)
+    if table is None:
+        raise SystemExit("render_tables: notebooks/12_modern.ipynb recorded no modern-switches table; execute it")
+    keep = ["valid BLEU", "valid perplexity", "target tokens/s", "KV cache, bytes/token", "parameters"]
+    index = [table["columns"].index(c) for c in keep]
+    lines = ["| model | " + " | ".join(keep) + " |", "|---|" + "---:|" * len(keep)]
+    for row in table["rows"]:
+        cells = [row[1 + i] for i in index]
+        shown = [f"{v:,.2f}" if isinstance(v, float) and k.startswith("valid") else f"{v:,.0f}"
+                 if isinstance(v, (int, float)) else str(v) for k, v in zip(keep, cells)]
+        lines.append(f"| {row[0]} | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + f"\n\n*From [chapter 12](notebooks/12_modern.ipynb), {ran_on(ch)}.*"
+
+
 def percent(x) -> str:
     return f"{100 * x:.1f}%"
 
@@ -371,6 +404,8 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
               "tatoeba-results": lambda: public_results(ours(), others(), card="models/tatoeba-en-fr/README.md"),
               "tatoeba-public": lambda: public_results(ours(), others()),
               "recipe-tatoeba": lambda: recipe(record(root, "records/recipe-tatoeba.json")),
+              "modern-tatoeba": lambda: modern(record(root, "records/modern-tatoeba.json")),
+              "modern-switches": lambda: switches_table(next(c for c in chapters if c["path"].stem == "12_modern")),
               "tatoeba-limits": lambda: limits(record(root, "records/recipe-tatoeba.json"), ours(), others())}
     tables |= {name: (lambda n=name: published(record(root, f"records/{n}.json"))) for name in PUBLISHED}
     out = {}
