@@ -46,8 +46,11 @@ def test_the_output_layer_is_the_embedding_and_learns_from_both_uses():
     assert grad_both[[i for i in range(40) if i not in x.tolist()[0] + x.tolist()[1]]].abs().sum() > 0  # output use
 
 
-def test_the_kv_cache_gives_the_logits_of_reading_everything_at_once():
-    model = tiny_lm()
+@pytest.mark.parametrize("switches", [{}, dict(norm_first=True, norm="rms", ffn="swiglu", positions="rope",
+                                              kv_heads=1)])           # chapter 12's switches: RoPE, GQA too
+def test_the_kv_cache_gives_the_logits_of_reading_everything_at_once(switches):
+    import nmt_lib.modern  # noqa: F401  chapter 12's modules, which the switches name
+    model = tiny_lm(**switches)
     x = torch.randint(4, 40, (2, 10))
     full = model(x)[0]
     logits, past, _ = model(x[:, :4])
@@ -56,6 +59,7 @@ def test_the_kv_cache_gives_the_logits_of_reading_everything_at_once():
         logits, past, _ = model(x[:, t:t + 1], past)
         steps.append(logits)
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    assert past[0][0].shape[1] == switches.get("kv_heads", 2)          # the key/value heads the cache keeps
 
 
 def greedy_by_recomputing(model, prompt, steps):

@@ -74,20 +74,6 @@ def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 
 
-def test_the_language_model_caches_with_rope_and_gqa_too():
-    torch.manual_seed(0)
-    lm = DecoderOnlyLM(LMConfig(40, d_model=32, n_heads=4, d_ff=48, context=32, **MODERN)).eval()
-    x = torch.randint(0, 40, (2, 9))
-    full = lm(x)[0]
-    logits, past, _ = lm(x[:, :4])
-    steps = [logits]
-    for t in range(4, 9):
-        logits, past, _ = lm(x[:, t:t + 1], past)
-        steps.append(logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
-    assert past[0][0].shape[1] == 2                                       # two key/value heads cached
-
-
 def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
     torch.manual_seed(0)
     mha, gqa = MultiHeadAttention(32, 4).eval(), GroupedQueryAttention(32, 4, kv_heads=4).eval()
