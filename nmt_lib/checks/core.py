@@ -1,0 +1,79 @@
+"""What every grader shares: the one-sentence failure, comparing results, calling a learner's code so that
+its exception becomes a case, and naming a known mistake when a wrong result matches it."""
+import traceback
+
+import torch
+
+
+class CheckFailed(AssertionError):
+    """What a learner's implementation got wrong, in one sentence."""
+
+
+def compare(what: str, got, expected, *, atol: float = 1e-5):
+    """Raise `CheckFailed` unless `got` has the shape and, within `atol`, the values of `expected`."""
+    try:
+        got = torch.as_tensor(got)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckFailed(f"{what}: expected a tensor or numbers, got {type(got).__name__} ({e})") from None
+    expected = torch.as_tensor(expected)
+    if tuple(got.shape) != tuple(expected.shape):
+        raise CheckFailed(f"{what}: wrong shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    bad = ~torch.isclose(got.double(), expected.double(), atol=atol, rtol=1e-4)   # NaN is never close
+    if bad.any():
+        where = tuple(int(i) for i in bad.nonzero()[0])
+        at = f" at position {where}" if where else ""
+        raise CheckFailed(f"{what}: wrong value{at}: got {got[where].item():.4g}, expected "
+                          f"{expected[where].item():.4g}")
+
+
+LIBRARY = ("site-packages", "dist-packages", "nmt_lib")
+
+
+def learner_call(case: str, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)`; an exception raised in the learner's code becomes `CheckFailed` naming `case`,
+    the exception, and the learner's line that raised it."""
+    try:
+        return fn(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except Exception as e:
+        frames = [f for f in traceback.extract_tb(e.__traceback__)[1:]
+                  if not any(part in f.filename for part in LIBRARY) and f.line]
+        line = f" (your line: {frames[-1].line.strip()})" if frames else ""
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise CheckFailed(f"{case}: your code raised {type(e).__name__}: {first}{line}") from None
+
+
+def same(a, b, *, atol: float = 1e-5) -> bool:
+    """Whether two tensors have one shape and, within `atol`, the same values."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    return tuple(a.shape) == tuple(b.shape) and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4)
+
+
+def named_mistake(case: str, got, expected, mistakes: dict, *, atol: float = 1e-5):
+    """Raise `CheckFailed` naming the first known mistake (`{why: wrong result}`, or (why, wrong) pairs) that
+    `got` matches, when it is not `expected`; then `compare` it with `expected`."""
+    mistakes = mistakes.items() if isinstance(mistakes, dict) else mistakes
+    try:
+        got = torch.as_tensor(got)
+    except (TypeError, ValueError, RuntimeError):
+        pass                                            # compare says what came back
+    else:
+        if not same(got, expected, atol=atol):
+            for why, wrong in mistakes:
+                if same(got, wrong, atol=atol):
+                    raise CheckFailed(f"{case}: {why}")
+    compare(case, got, expected, atol=atol)
+
+
+def parts(case: str, got, names: tuple):
+    """`got` as a tuple of len(names) results, or `CheckFailed` saying what the function should return."""
+    if not isinstance(got, (tuple, list)) or len(got) != len(names):
+        what = f"{type(got).__name__} of length {len(got)}" if isinstance(got, (tuple, list)) else type(got).__name__
+        raise CheckFailed(f"{case}: return ({', '.join(names)}), got {what}")
+    return tuple(got)
+
+
+def passed(what: str, cases) -> str:
+    """The message of a grader that found nothing wrong."""
+    return f"{what}: right in all {len(cases)} cases"
