@@ -3,14 +3,19 @@
 # make test:   set up .venv, check nmt_lib/ against the notebooks, ruff, unit tests, nbval (quick mode),
 #              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
+# make grade:  score a student's assignment (ASSIGNMENT=A1|A2|A3 SUBMISSION=notebook.ipynb), for teachers.
+# make student: the student edition in build/student (no solutions, hidden tests or teacher's guide).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
+# The notebooks nbval runs: the chapters, the solutions (absent from the student edition) and the assignments.
+NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
 
-.PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak
+.PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak \
+        grade student
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -35,7 +40,7 @@ solutions: $(STAMP)
 test: $(STAMP) book chromium
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/ruff check .
-	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests notebooks solutions $(NBVAL)
+	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
 # built once; the unit tests and nbval run there. The benchmark and browser tests need the pinned stack;
@@ -52,7 +57,7 @@ $(LATEST)/.installed: pyproject.toml Makefile
 
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
-	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks solutions $(NBVAL) \
+	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL) \
 	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py --ignore=tests/test_without_d2l.py
 
 $(MATHJAX)/tex-chtml.js:
@@ -62,7 +67,7 @@ book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	rm -rf build/book-src && mkdir -p build/book-src/_static
 	cp book/conf.py book/*.md notebooks/*.ipynb build/book-src/
 	cp book/course.css build/book-src/_static/
-	mkdir -p build/book-src/solutions && cp solutions/*.ipynb build/book-src/solutions/
+	if [ -d solutions ]; then mkdir -p build/book-src/solutions && cp solutions/*.ipynb build/book-src/solutions/; fi
 	cp -r $(MATHJAX) build/book-src/_static/mathjax
 	$(BIN)/sphinx-build -b html -q build/book-src build/book
 	@echo "book: build/book/index.html (works offline; open it in a browser)"
@@ -90,7 +95,7 @@ quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" tests
 
 nbval: $(STAMP)
-	NMT_QUICK=1 $(BIN)/python -m pytest notebooks solutions $(NBVAL)
+	NMT_QUICK=1 $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(NBVAL)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
@@ -103,6 +108,17 @@ export:
 notebooks: $(STAMP)
 	$(BIN)/python tools/run_course.py --inplace --all
 	$(BIN)/python tools/render_tables.py
+
+# For teachers: grade a student's assignment notebook (public graders and hidden tests), e.g.
+#   make grade ASSIGNMENT=A1 SUBMISSION=alice/A1_attention.ipynb
+grade: $(STAMP)
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSION)" || { echo "usage: make grade ASSIGNMENT=A1|A2|A3 SUBMISSION=path/to/notebook.ipynb"; exit 2; }
+	$(BIN)/python tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSION)"
+
+# For teachers: the student edition (no solutions, hidden tests or teacher's guide), to publish.
+STUDENT_DIR ?= build/student
+student:
+	python3 tools/student_edition.py "$(STUDENT_DIR)"
 
 clean:
 	rm -rf build

@@ -60,8 +60,10 @@ def test_make_course_runs_the_chapters_and_make_solutions_the_solutions():
     assert ".venv/bin/python tools/run_course.py --solutions" in make_dry_run("solutions")
     assert ".venv/bin/python tools/run_course.py --inplace --all" in make_dry_run("notebooks")
     chapters, solutions = sorted((ROOT / "notebooks").glob("*.ipynb")), sorted((ROOT / "solutions").glob("*.ipynb"))
+    solutions += sorted((ROOT / "solutions/assignments").glob("*.ipynb"))     # the assignments' model answers
+    assert len(solutions) > len(chapters) - 1
     assert run_course.chosen() == (("notebooks",), chapters)
-    assert run_course.chosen(solutions=True) == (("solutions",), solutions)
+    assert run_course.chosen(solutions=True) == (("solutions", "solutions/assignments"), solutions)
     assert run_course.chosen(everything=True)[1] == chapters + solutions
     assert run_course.chosen("01", everything=True)[1] == [ROOT / "notebooks/01_data.ipynb", ROOT / "solutions/01_data.ipynb"]
 

@@ -58,7 +58,8 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
 
 def chosen(only: str = "", *, solutions: bool = False, everything: bool = False) -> tuple[tuple, list[Path]]:
     """The folders to run (the chapters by default) and their notebooks whose folder/name contains `only`."""
-    folders = ("notebooks", "solutions") if everything else ("solutions",) if solutions else ("notebooks",)
+    answers = ("solutions", "solutions/assignments")     # the exercises' solutions, the assignments' model answers
+    folders = ("notebooks", *answers) if everything else answers if solutions else ("notebooks",)
     return folders, [p for folder in folders for p in sorted((ROOT / folder).glob("*.ipynb"))
                      if only in f"{folder}/{p.name}"]
 

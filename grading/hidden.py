@@ -1,0 +1,169 @@
+"""The hidden tests of the three assignments, for the teacher (left out of the student edition).
+
+Each task is scored in two parts: the public grader the assignment notebook already shows the student
+(`nmt_lib.checks`), and hidden cases the student has not seen (other sizes, seeds, mask shapes, gradients).
+`grade(assignment, namespace)` takes the names a submission defined and returns one row per task: points
+earned, points possible, and the messages. `tools/grade.py` runs a submission and calls it.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from nmt_lib.checks import (CheckFailed, check_attention, check_beam_step, check_decoder_block, check_kv_cache_step,
+                            check_masked_softmax, check_multihead, compare, learner_call)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str            # what the student writes, as the assignment names it
+    needs: str           # the name the submission must define
+    public: Callable     # the public grader, given the defined object
+    hidden: Callable     # hidden cases, given the defined object; raises CheckFailed
+    points: int = 10
+
+
+def _hidden_masked_softmax(fn):
+    from nmt_lib.attention import masked_softmax
+    gen = torch.Generator().manual_seed(2026)
+    cases = {"5-D scores with a (B, 1, 1, 1, Tk) mask": (torch.randn(2, 2, 3, 4, 6, generator=gen),
+                                                          torch.rand(2, 1, 1, 1, 6, generator=gen) > 0.4),
+             "float64 scores with a (Tq, Tk) mask": (torch.randn(3, 5, 5, generator=gen, dtype=torch.float64),
+                                                    torch.ones(5, 5, dtype=torch.bool).tril()),
+             "every key masked": (torch.randn(2, 3, 4, generator=gen), torch.zeros(2, 1, 4, dtype=torch.bool))}
+    for case, (scores, mask) in cases.items():
+        got = learner_call(f"{case}", fn, scores.clone(), mask.clone())
+        compare(f"{case}", got, masked_softmax(scores, mask=mask))
+        if torch.as_tensor(got).dtype != scores.dtype:
+            raise CheckFailed(f"{case}: the weights should keep the scores' dtype {scores.dtype}")
+
+
+def _hidden_attention(fn):
+    from nmt_lib.attention import attend
+    gen = torch.Generator().manual_seed(2026)
+    q = torch.randn(3, 2, 4, 32, generator=gen, requires_grad=True)
+    k, v = torch.randn(3, 2, 7, 32, generator=gen), torch.randn(3, 2, 7, 5, generator=gen)
+    mask = torch.rand(3, 1, 4, 7, generator=gen) > 0.3
+    out, w = learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn, q, k, v, mask)
+    expected, expected_w = attend(q, k, v, mask, need_weights=True)
+    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the weights", w.detach(), expected_w.detach())
+    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out.detach(), expected.detach())
+    g = torch.randn(expected.shape, generator=gen)
+    if not out.requires_grad:
+        raise CheckFailed("the output has no gradient with respect to the queries")
+    compare("the gradient with respect to the queries", torch.autograd.grad((out * g).sum(), q)[0],
+            torch.autograd.grad((expected * g).sum(), q)[0], atol=1e-4)
+
+
+def _hidden_multihead(cls):
+    from nmt_lib.multihead import MultiHeadAttention
+    gen = torch.Generator().manual_seed(2026)
+    for d, h in ((32, 8), (12, 1)):
+        torch.manual_seed(d)
+        course = MultiHeadAttention(d, h).eval()
+        mine = learner_call(f"cls({d}, {h})", cls, d, h)
+        mine.load_state_dict(course.state_dict())
+        mine.eval()
+        x, mem = torch.randn(1, 9, d, generator=gen), torch.randn(1, 4, d, generator=gen)
+        mask = torch.tensor([[[True, True, False, False]]])
+        got = learner_call(f"cls({d}, {h}) over a padded source", mine, x, mem, mem, mask)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        compare(f"cls({d}, {h}) over a padded source", got.detach(), course(x, mem, mem, mask)[0].detach())
+
+
+def _hidden_decoder_block(cls):
+    from nmt_lib.attention import lens_to_mask
+    gen = torch.Generator().manual_seed(2026)
+    torch.manual_seed(3)
+    block = learner_call("cls(32, 8, 64)", cls, 32, 8, 64).eval()
+    x, mem = torch.randn(3, 11, 32, generator=gen), torch.randn(3, 5, 32, generator=gen)
+    out = learner_call("11 target tokens, batch 3", block, x, mem, lens_to_mask([5, 1, 3], 5))
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if tuple(out.shape) != (3, 11, 32) or not torch.isfinite(out).all():
+        raise CheckFailed(f"11 target tokens, batch 3: expected finite (3, 11, 32), got {tuple(out.shape)}")
+    later = x.clone()
+    later[:, 6:] = torch.randn(3, 5, 32, generator=gen)
+    moved = block(later, mem, lens_to_mask([5, 1, 3], 5))
+    moved = moved[0] if isinstance(moved, (tuple, list)) else moved
+    compare("positions 0-5 when tokens 6-10 change", moved[:, :6].detach(), out[:, :6].detach())
+
+
+def _hidden_kv_step(fn):
+    from nmt_lib.multihead import MultiHeadAttention
+    torch.manual_seed(5)
+    attn = MultiHeadAttention(24, 8).eval()
+    gen = torch.Generator().manual_seed(2026)
+    ys = torch.randn(3, 7, 24, generator=gen)
+    with torch.no_grad():
+        full = attn(ys, ys, ys, torch.ones(7, 7, dtype=torch.bool).tril())[0]
+        k = v = None
+        for t in range(7):
+            out, k, v = learner_call(f"step {t + 1} of 7, 8 heads", fn, attn, ys[:, t : t + 1], k, v)
+            compare(f"step {t + 1} of 7, 8 heads", out, full[:, t : t + 1])
+
+
+def _hidden_beam_step(fn):
+    from nmt_lib.decoding import beam_step
+    gen = torch.Generator().manual_seed(2026)
+    logp = torch.randn(3, 4, 10, generator=gen).log_softmax(-1)
+    scores = torch.randn(3, 4, generator=gen).sort(-1, descending=True).values
+    finished = torch.rand(3, 4, generator=gen) > 0.6
+    got = learner_call("4 beams over 10 tokens, <eos> = 7", fn, scores, logp, finished, 7)
+    for name, g, e in zip(("scores", "beam", "token"), got, beam_step(scores, logp, finished, 7)):
+        compare(f"4 beams over 10 tokens, <eos> = 7, {name}", g, e)
+
+
+BLEU_TO_BEAT = 25.0       # A3: greedy BLEU on the held-out test split of chapter_data(), learner mode
+
+
+def _public_bleu(model):
+    """A3's public part: the model translates; its validation BLEU is printed by the notebook itself."""
+    if not isinstance(model, torch.nn.Module):
+        raise CheckFailed(f"`model` should be a trained nn.Module, got {type(model).__name__}")
+    return "the model is an nn.Module"
+
+
+def _hidden_bleu(model):
+    from nmt_lib.decoding import evaluate_bleu
+    from nmt_lib.recipes import chapter_data
+    data = chapter_data()
+    model.eval()
+    bleu = evaluate_bleu(model, data.splits.test, data.src_vocab, data.tgt_vocab, max_len=30).bleu
+    if not bleu > BLEU_TO_BEAT:
+        raise CheckFailed(f"greedy BLEU on the held-out test split is {bleu:.1f}, not above {BLEU_TO_BEAT}")
+
+
+ASSIGNMENTS = {
+    "A1": [Task("the masked softmax", "masked_softmax", check_masked_softmax, _hidden_masked_softmax),
+           Task("scaled dot-product attention", "attention", check_attention, _hidden_attention),
+           Task("multi-head attention", "MyMultiHeadAttention", check_multihead, _hidden_multihead)],
+    "A2": [Task("a pre-norm decoder block", "MyDecoderBlock", check_decoder_block, _hidden_decoder_block),
+           Task("one KV-cache step", "kv_step", check_kv_cache_step, _hidden_kv_step),
+           Task("one beam-search step", "beam_step", check_beam_step, _hidden_beam_step)],
+    "A3": [Task("a model that beats the stated BLEU", "model", _public_bleu, _hidden_bleu, points=30)],
+}
+
+
+def grade(assignment: str, namespace: dict) -> list[dict]:
+    """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
+    the hidden cases; a task whose name the submission does not define scores 0."""
+    rows = []
+    for task in ASSIGNMENTS[assignment]:
+        row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
+        obj = namespace.get(task.needs)
+        if obj is None:
+            row["messages"].append(f"`{task.needs}` is not defined: run the cell that defines it, or name it so")
+        else:
+            for part, check in (("public", task.public), ("hidden", task.hidden)):
+                try:
+                    message = check(obj)
+                    row["points"] += task.points / 2
+                    row["messages"].append(f"{part}: {message or 'all hidden cases passed'}")
+                except CheckFailed as e:
+                    row["messages"].append(f"{part}: {e}")
+                except Exception as e:                   # a grader's own failure must not stop the others
+                    row["messages"].append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        rows.append(row)
+    return rows
+
+
