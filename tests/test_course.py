@@ -119,7 +119,8 @@ def copy_sources(root, tmp_path):
 
     for folder in ("notebooks", "solutions", "records", "bench/results", "book"):
         (tmp_path / folder).mkdir(parents=True)
-    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "README.md"):
+    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "book/*.json",
+                    "README.md"):
         for path in root.glob(pattern):
             shutil.copy(path, tmp_path / path.relative_to(root))
 

@@ -219,3 +219,11 @@ def test_the_link_parsers_find_repository_links_and_toctree_entries():
     assert relative_links("see [the data](notebooks/01_data.ipynb#top) and [x](https://a.b) [y](#here)") == \
         ["notebooks/01_data.ipynb"]
     assert toctree_entries("```{toctree}\n:maxdepth: 1\n\nteachers\nsolutions/*\n```") == ["teachers", "solutions/*"]
+
+
+def test_every_package_of_nmt_lib_is_installed_by_pyproject():
+    # A sub-package missing from [tool.setuptools] packages imports in a checkout but not after `pip install .`.
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "nmt_lib").rglob("__init__.py")}
+    assert found == listed

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches",
                         "results-table"),
-          "book/teachers.md": ("chapter-times", "solution-times"),
+          "book/teachers.md": ("module-plan", "chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "published-subwords", "published-words", "ablation-subwords",
                               "chapter-figures"),
           "book/benchmarks.md": ("benchmark",),
@@ -379,6 +379,24 @@ def soak(rec: dict) -> str:
             "uninterrupted run.")
 
 
+def module_plan(chapters: list[dict], plan: dict) -> str:
+    """The teacher's guide's four-week plan: each session's chapters, with their time to run read from the
+    executed notebooks; the outcomes, demonstrations, homework, study hours and deadlines are the plan's."""
+    by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
+    rows = ["| week | session | chapters | outcomes | time to run | planned study | in class | homework | due |",
+            "|---:|---:|---|---|---:|---:|---|---|---|"]
+    for i, s in enumerate(plan["sessions"], 1):
+        missing = [n for n in s["chapters"] if n not in by_number]
+        if missing:
+            raise SystemExit(f"render_tables: book/module_plan.json names chapters {missing} that have no notebook")
+        walls = [by_number[n]["wall"] for n in s["chapters"]]
+        run = duration(sum(walls)) if None not in walls else "not executed"
+        names = ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"])
+        rows.append(f"| {s['week']} | {i} | {names} | {s['outcomes']} | {run} | {s['study_h']:g} h | {s['demo']} | "
+                    f"{s['homework']} | {s['due'] or '-'} |")
+    return "\n".join(rows)
+
+
 def rendered(text: str, marker: str, table: str, name: str) -> str:
     """`text` with the block between `<!-- marker:start -->` and `<!-- marker:end -->` replaced by `table`."""
     pattern = re.compile(rf"(<!-- {marker}:start -->\n)(?:.*?\n)?(<!-- {marker}:end -->)", re.S)
@@ -393,7 +411,9 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     solutions = [chapter(p) for p in sorted((root / "solutions").glob("*.ipynb"))]
     ours = lambda: [record(root, f"records/{n}.json") for n in PUBLIC]     # the published model's test records
     others = lambda: record(root, "records/tatoeba-others.json")
+    plan = lambda: json.loads((root / "book" / "module_plan.json").read_text(encoding="utf-8"))
     tables = {"chapter-table": lambda: readme_table(chapters), "chapter-times": lambda: guide_table(chapters),
+              "module-plan": lambda: module_plan(chapters, plan()),
               "solution-times": lambda: guide_table(solutions, "solutions notebook"),
               "results-table": lambda: headline_results(chapters, root),
               "learner-results": lambda: results_table(chapters),
