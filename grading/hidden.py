@@ -12,6 +12,7 @@ import torch
 
 from nmt_lib.checks import (CheckFailed, check_attention, check_beam_step, check_decoder_block, check_kv_cache_step,
                             check_masked_softmax, check_multihead, compare, learner_call)
+from nmt_lib.checks.core import parts
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Task:
     public: Callable     # the public grader, given the defined object
     hidden: Callable     # hidden cases, given the defined object; raises CheckFailed
     points: int = 10
+    own: bool = True     # a function or class the student writes (not one imported from the course)
 
 
 def _hidden_masked_softmax(fn):
@@ -44,7 +46,8 @@ def _hidden_attention(fn):
     q = torch.randn(3, 2, 4, 32, generator=gen, requires_grad=True)
     k, v = torch.randn(3, 2, 7, 32, generator=gen), torch.randn(3, 2, 7, 5, generator=gen)
     mask = torch.rand(3, 1, 4, 7, generator=gen) > 0.3
-    out, w = learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn, q, k, v, mask)
+    out, w = parts("(B, H, Tq, d) queries", learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn,
+                                                           q, k, v, mask), ("output", "weights"))
     expected, expected_w = attend(q, k, v, mask, need_weights=True)
     compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the weights", w.detach(), expected_w.detach())
     compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out.detach(), expected.detach())
@@ -98,7 +101,8 @@ def _hidden_kv_step(fn):
         full = attn(ys, ys, ys, torch.ones(7, 7, dtype=torch.bool).tril())[0]
         k = v = None
         for t in range(7):
-            out, k, v = learner_call(f"step {t + 1} of 7, 8 heads", fn, attn, ys[:, t : t + 1], k, v)
+            out, k, v = parts(f"step {t + 1} of 7", learner_call(f"step {t + 1} of 7, 8 heads", fn, attn,
+                                                                 ys[:, t : t + 1], k, v), ("output", "k", "v"))
             compare(f"step {t + 1} of 7, 8 heads", out, full[:, t : t + 1])
 
 
@@ -108,27 +112,36 @@ def _hidden_beam_step(fn):
     logp = torch.randn(3, 4, 10, generator=gen).log_softmax(-1)
     scores = torch.randn(3, 4, generator=gen).sort(-1, descending=True).values
     finished = torch.rand(3, 4, generator=gen) > 0.6
-    got = learner_call("4 beams over 10 tokens, <eos> = 7", fn, scores, logp, finished, 7)
+    got = parts("4 beams over 10 tokens", learner_call("4 beams over 10 tokens, <eos> = 7", fn, scores, logp,
+                                                      finished, 7), ("scores", "beam", "token"))
     for name, g, e in zip(("scores", "beam", "token"), got, beam_step(scores, logp, finished, 7)):
         compare(f"4 beams over 10 tokens, <eos> = 7, {name}", g, e)
 
 
 BLEU_TO_BEAT = 25.0       # A3: greedy BLEU on the held-out test split of chapter_data(), learner mode
+TRAINED = 5.0             # A3's public half: a validation BLEU that no untrained model reaches
 
 
-def _public_bleu(model):
-    """A3's public part: the model translates; its validation BLEU is printed by the notebook itself."""
-    if not isinstance(model, torch.nn.Module):
-        raise CheckFailed(f"`model` should be a trained nn.Module, got {type(model).__name__}")
-    return "the model is an nn.Module"
-
-
-def _hidden_bleu(model):
+def _bleu(model, split: str) -> float:
     from nmt_lib.decoding import evaluate_bleu
     from nmt_lib.recipes import chapter_data
     data = chapter_data()
     model.eval()
-    bleu = evaluate_bleu(model, data.splits.test, data.src_vocab, data.tgt_vocab, max_len=30).bleu
+    return evaluate_bleu(model, getattr(data.splits, split), data.src_vocab, data.tgt_vocab, max_len=30).bleu
+
+
+def _public_bleu(model):
+    """A3's public part: a trained model, that is one that translates the validation split at all."""
+    if not isinstance(model, torch.nn.Module):
+        raise CheckFailed(f"`model` should be a trained nn.Module, got {type(model).__name__}")
+    bleu = learner_call("translating the validation split", _bleu, model, "valid")
+    if not bleu > TRAINED:
+        raise CheckFailed(f"validation BLEU {bleu:.1f}: not a trained model yet (above {TRAINED} expected)")
+    return f"a trained model: validation BLEU {bleu:.1f}"
+
+
+def _hidden_bleu(model):
+    bleu = learner_call("translating the test split", _bleu, model, "test")
     if not bleu > BLEU_TO_BEAT:
         raise CheckFailed(f"greedy BLEU on the held-out test split is {bleu:.1f}, not above {BLEU_TO_BEAT}")
 
@@ -140,7 +153,7 @@ ASSIGNMENTS = {
     "A2": [Task("a pre-norm decoder block", "MyDecoderBlock", check_decoder_block, _hidden_decoder_block),
            Task("one KV-cache step", "kv_step", check_kv_cache_step, _hidden_kv_step),
            Task("one beam-search step", "beam_step", check_beam_step, _hidden_beam_step)],
-    "A3": [Task("a model that beats the stated BLEU", "model", _public_bleu, _hidden_bleu, points=30)],
+    "A3": [Task("a model that beats the stated BLEU", "model", _public_bleu, _hidden_bleu, points=30, own=False)],
 }
 
 
@@ -151,8 +164,13 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
     for task in ASSIGNMENTS[assignment]:
         row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
         obj = namespace.get(task.needs)
-        if obj is None:
+        origin = getattr(obj, "__module__", "__main__")
+        if task.needs not in namespace:
             row["messages"].append(f"`{task.needs}` is not defined: run the cell that defines it, or name it so")
+        elif obj is None:
+            row["messages"].append(f"`{task.needs}` is still None: the task is not done")
+        elif task.own and str(origin).split(".")[0] in ("nmt_lib", "torch", "d2l"):
+            row["messages"].append(f"`{task.needs}` comes from {origin}: write your own")
         else:
             for part, check in (("public", task.public), ("hidden", task.hidden)):
                 try:

@@ -36,12 +36,21 @@ def test_compare_names_the_shape_or_the_first_wrong_position():
     got[1, 2] = float("nan")
     assert "at position (1, 2): got nan, expected 0" in one_line(compare, "x", got, torch.zeros(2, 3))
     assert "wrong value: got 2, expected 1" in one_line(compare, "x", 2.0, 1.0)
-    assert "expected a tensor or numbers, got str" in one_line(compare, "x", "two", 1.0)
+    assert "x: return a tensor (or numbers), got str" in one_line(compare, "x", "two", 1.0)
 
 
 def test_every_grader_is_tested_here_or_in_test_modern():
     here = {name for name in globals() if name.startswith("check_")}
     assert set(GRADERS) - here == {"check_rms_norm", "check_rope", "check_kv_sharing"}
+
+
+def test_a_function_that_forgets_to_return_is_told_so_by_every_grader():
+    for name, grader in GRADERS.items():
+        if name in ("check_multihead", "check_decoder_block"):        # these take a class
+            continue
+        args = (lambda *a: None,) * (2 if name == "check_split_merge" else 1)
+        message = one_line(grader, *args)
+        assert "got NoneType" in message or "return (" in message, (name, message)
 
 
 def test_an_exception_in_the_learners_code_is_the_case_that_raised_it_with_the_learners_line():
@@ -91,6 +100,9 @@ def test_check_masked_softmax_takes_any_mask_shape():
     assert "the mask was not applied" in one_line(check_masked_softmax, lambda s, m: torch.softmax(s, -1))
     minus_inf = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)
     assert "a batch row with no allowed key: NaN" in one_line(check_masked_softmax, minus_inf)
+    no_zeros = lambda s, m: torch.softmax(s.masked_fill(~m, torch.finfo(s.dtype).min), dim=-1)
+    assert "a batch row with no allowed key: a row with no allowed key must be all zeros, not uniform" in one_line(
+        check_masked_softmax, no_zeros)
 
     def lengths_only(scores, mask):                             # (B, 1, Tk) masks only
         return masked_softmax(scores, mask=mask.view(scores.shape[0], 1, -1))
@@ -193,6 +205,7 @@ def test_check_multihead_loads_the_course_weights_and_names_the_mistake():
     assert "your output has no gradient" in one_line(check_multihead, mistake(detach=True))
     renamed = one_line(check_multihead, mistake(names=("q", "k", "v", "o")))
     assert renamed.startswith("cls(16, 4): the course's weights do not fit yours: expected parameters W_k.bias")
+    assert "yours lack W_k.bias, W_k.weight, W_o.bias" in renamed and "and have k.bias, k.weight, o.bias" in renamed
     assert "building cls(16, 4): your code raised TypeError" in one_line(check_multihead, lambda d: None)
 
 
@@ -326,7 +339,8 @@ def test_check_smoothed_loss():
         logp = torch.log_softmax(logits, dim=-1)
         q = torch.full_like(logp, eps / (logits.shape[-1] - 1)).scatter(-1, target[:, None], 1 - eps)
         return -(q * logp).sum(-1).mean()
-    assert "eps=0.1: spread eps over all V classes" in one_line(check_smoothed_loss, over_the_others)
+    assert "eps=0.1: the course (like PyTorch's label_smoothing and the paper) spreads eps over all V" in one_line(
+        check_smoothed_loss, over_the_others)
     summed = lambda x, t, eps: F.cross_entropy(x, t, label_smoothing=eps, reduction="sum")
     assert "eps=0.0: the mean over tokens, not the sum" in one_line(check_smoothed_loss, summed)
     assert "eps=0.1: smoothing mixes in eps" in one_line(check_smoothed_loss, lambda x, t, eps: F.cross_entropy(x, t))

@@ -69,16 +69,19 @@ def test_the_hidden_cases_catch_what_the_public_grader_does_not():
         return masked_softmax(scores.float(), mask=mask)
     rows = grade("A1", {"masked_softmax": float32_softmax,
                         "attention": lambda q, k, v, mask=None: attend(q, k, v, mask, need_weights=True),
-                        "MyMultiHeadAttention": MultiHeadAttention})
+                        "MyMultiHeadAttention": type("Mine", (MultiHeadAttention,), {})})   # defined here
     assert [r["points"] for r in rows] == [5.0, 10.0, 10.0]
     assert rows[0]["messages"][0].startswith("public: masked softmax: right in all 5 cases")
     assert rows[0]["messages"][1] == "hidden: float64 scores with a (Tq, Tk) mask: the weights should keep the scores' dtype torch.float64"
 
 
-def test_a_task_the_submission_does_not_define_scores_zero_and_says_which_name_is_missing():
-    rows = grade("A2", {"kv_step": None})
+def test_a_task_the_submission_does_not_define_or_imports_from_the_course_scores_zero_and_says_why():
+    from nmt_lib.decoding import beam_step
+    rows = grade("A2", {"kv_step": None, "beam_step": beam_step})
     assert [r["points"] for r in rows] == [0, 0, 0]
     assert rows[0]["messages"] == ["`MyDecoderBlock` is not defined: run the cell that defines it, or name it so"]
+    assert rows[1]["messages"] == ["`kv_step` is still None: the task is not done"]
+    assert rows[2]["messages"] == ["`beam_step` comes from nmt_lib.decoding: write your own"]
 
 
 def test_the_model_answers_pass_their_hidden_tests_too():

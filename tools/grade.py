@@ -12,42 +12,47 @@ score; 2 for a usage error (an unknown assignment, a file that is not a notebook
 """
 import argparse
 import json
+import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARK = "NMT-GRADE-ROWS "
-
-
 def run_submission(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
-    """The graded rows, and the errors the submission's own cells raised (first line of each)."""
+    """The graded rows, and the errors the submission's own cells raised (first line of each). The rows are read
+    from the appended cell's output only, marked with a token drawn for this run. Grading runs in the student's
+    kernel, so a submission written to cheat can still tamper with the graders: it is a check of honest work."""
     import nbformat
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
+    mark = f"NMT-GRADE-{secrets.token_hex(8)} "
     grading = (f"import sys, json\nsys.path.insert(0, {str(ROOT)!r})\nfrom grading.hidden import grade\n"
-               f"print({MARK!r} + json.dumps(grade({assignment!r}, globals())))")
+               f"print({mark!r} + json.dumps(grade({assignment!r}, globals())))")
     nb.cells.append(nbformat.v4.new_code_cell(grading))
     with tempfile.TemporaryDirectory(prefix="nmt-grade-") as work:
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(work) / ".kernel"))
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": work}})
+                                interrupt_on_timeout=True, resources={"metadata": {"path": work}})
         try:
             client.execute()
+        except DeadKernelError:
+            raise SystemExit("grade: the submission's kernel died (out of memory?); nothing was graded") from None
         finally:
             if km.has_kernel:
                 km.shutdown_kernel(now=True)
     errors, rows = [], None
-    for i, cell in enumerate(nb.cells):
+    for i, cell in enumerate(nb.cells[:-1]):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                errors.append(f"cell {i + 1}: {out.get('ename')}: {(out.get('evalue') or '').splitlines()[0:1]}")
-            text = out.get("text", "") if out.get("output_type") == "stream" else ""
-            for line in text.splitlines():
-                if line.startswith(MARK):
-                    rows = json.loads(line[len(MARK):])
+                errors.append(f"cell {i + 1}: {out.get('ename')}: {((out.get('evalue') or '').splitlines() or [''])[0]}")
+    for out in nb.cells[-1].get("outputs", []):
+        for line in (out.get("text", "") if out.get("output_type") == "stream" else "").splitlines():
+            if line.startswith(mark):
+                rows = json.loads(line[len(mark):])
     if rows is None:
         raise SystemExit(f"grade: the grading cell did not run to the end; the submission's errors: {errors}")
     return rows, errors
@@ -56,6 +61,8 @@ def run_submission(assignment: str, path: Path, timeout: int) -> tuple[list[dict
 def report(assignment: str, path: Path, rows: list[dict], errors: list[str]) -> str:
     total, out_of = sum(r["points"] for r in rows), sum(r["out_of"] for r in rows)
     lines = [f"{assignment}, {path.name}: {total:g} / {out_of:g} points"]
+    if os.environ.get("NMT_QUICK", "") not in ("", "0"):
+        lines.append("  (graded in quick mode, NMT_QUICK set: assignment 3's BLEU bar is meant for learner mode)")
     for r in rows:
         lines.append(f"  {r['task']}: {r['points']:g} / {r['out_of']:g}")
         lines += [f"    {m}" for m in r["messages"]]

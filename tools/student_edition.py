@@ -7,8 +7,8 @@ the grading tool, the developers' test suite and the teacher's guide, which a te
 What changes besides the files left out: the chapters' exercise sections no longer point to `solutions/`, the
 book's index drops its Solutions and For-teachers sections, and the README opens with a line saying which edition
 this is. The copy runs as the course does (`make course`, `make lab`, `make nbval`, `make book`). The folder must
-not exist yet, or be empty: nothing is overwritten. Files are taken from git (tracked, and untracked ones that
-git does not ignore), so build outputs, caches and runs stay out.
+not exist yet, or be empty: nothing is overwritten. Only files git tracks are copied, so build outputs, caches,
+runs, and students' submissions or scores kept in the checkout stay out.
 """
 import argparse
 import json
@@ -30,7 +30,7 @@ BANNER = ("> **Student edition.** The exercises' solutions, the assignments' mod
 
 
 def kept_files(root: Path) -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
+    listed = subprocess.run(["git", "ls-files", "--cached", "-z"], cwd=root,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     return sorted(f for f in listed if f and not f.startswith(LEFT_OUT) and (root / f).is_file())
 

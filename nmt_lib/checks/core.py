@@ -11,11 +11,7 @@ class CheckFailed(AssertionError):
 
 def compare(what: str, got, expected, *, atol: float = 1e-5):
     """Raise `CheckFailed` unless `got` has the shape and, within `atol`, the values of `expected`."""
-    try:
-        got = torch.as_tensor(got)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise CheckFailed(f"{what}: expected a tensor or numbers, got {type(got).__name__} ({e})") from None
-    expected = torch.as_tensor(expected)
+    got, expected = result(what, got).cpu(), torch.as_tensor(expected).detach().cpu()
     if tuple(got.shape) != tuple(expected.shape):
         raise CheckFailed(f"{what}: wrong shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
     bad = ~torch.isclose(got.double(), expected.double(), atol=atol, rtol=1e-4)   # NaN is never close
@@ -24,6 +20,15 @@ def compare(what: str, got, expected, *, atol: float = 1e-5):
         at = f" at position {where}" if where else ""
         raise CheckFailed(f"{what}: wrong value{at}: got {got[where].item():.4g}, expected "
                           f"{expected[where].item():.4g}")
+
+
+def result(what: str, got) -> torch.Tensor:
+    """A learner's result as a tensor (detached), or `CheckFailed` saying what came back instead (a function
+    without `return` gives None)."""
+    try:
+        return torch.as_tensor(got).detach()
+    except (TypeError, ValueError, RuntimeError):
+        raise CheckFailed(f"{what}: return a tensor (or numbers), got {type(got).__name__}") from None
 
 
 LIBRARY = ("site-packages", "dist-packages", "nmt_lib")
@@ -46,7 +51,7 @@ def learner_call(case: str, fn, *args, **kwargs):
 
 def same(a, b, *, atol: float = 1e-5) -> bool:
     """Whether two tensors have one shape and, within `atol`, the same values."""
-    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    a, b = torch.as_tensor(a).detach().cpu(), torch.as_tensor(b).detach().cpu()
     return tuple(a.shape) == tuple(b.shape) and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4)
 
 
@@ -54,15 +59,11 @@ def named_mistake(case: str, got, expected, mistakes: dict, *, atol: float = 1e-
     """Raise `CheckFailed` naming the first known mistake (`{why: wrong result}`, or (why, wrong) pairs) that
     `got` matches, when it is not `expected`; then `compare` it with `expected`."""
     mistakes = mistakes.items() if isinstance(mistakes, dict) else mistakes
-    try:
-        got = torch.as_tensor(got)
-    except (TypeError, ValueError, RuntimeError):
-        pass                                            # compare says what came back
-    else:
-        if not same(got, expected, atol=atol):
-            for why, wrong in mistakes:
-                if same(got, wrong, atol=atol):
-                    raise CheckFailed(f"{case}: {why}")
+    got = result(case, got)
+    if not same(got, expected, atol=atol):
+        for why, wrong in mistakes:
+            if same(got, wrong, atol=atol):
+                raise CheckFailed(f"{case}: {why}")
     compare(case, got, expected, atol=atol)
 
 

@@ -2,7 +2,7 @@
 grouped-query attention."""
 import torch
 
-from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, passed
+from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, passed, result
 
 RMS_MISTAKES = (
     "you subtracted the mean: that is LayerNorm; RMSNorm divides x itself",
@@ -27,10 +27,10 @@ def check_rms_norm(fn) -> str:
         with torch.no_grad():
             norm.weight.uniform_(0.5, 1.5, generator=gen)
         w = norm.weight.detach()
-        got = learner_call(case, fn, x.clone(), w.clone(), 1e-6)
+        got = result(case, learner_call(case, fn, x.clone(), w.clone(), 1e-6))
         squares = x.pow(2)
         expected = norm(x).detach()
-        if torch.as_tensor(got).isnan().any() and not expected.isnan().any():
+        if got.isnan().any() and not expected.isnan().any():
             raise CheckFailed(f"{case}: NaN in your result: add eps under the square root, so that a vector of "
                               "zeros is divided by sqrt(eps), not by 0")
         wrong = (w * torch.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-6),

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, parts, passed
+from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, parts, passed, result
 
 
 def check_truncate_pad(fn) -> str:
@@ -66,13 +66,16 @@ def check_masked_softmax(fn) -> str:
         "a batch row with no allowed key": (torch.randn(2, 3, 5, generator=gen) * 3, lens_to_mask([0, 3], 5)),
     }
     for case, (scores, mask) in cases.items():
-        got = learner_call(case, fn, scores.clone(), mask.clone())
+        got = result(case, learner_call(case, fn, scores.clone(), mask.clone()))
         expected = masked_softmax(scores, mask=mask)
-        if torch.as_tensor(got).isnan().any() and not expected.isnan().any():
+        if got.isnan().any() and not expected.isnan().any():
             raise CheckFailed(f"{case}: NaN where a row has no allowed key: fill masked scores with a very "
-                              "negative finite number (torch.finfo(dtype).min), not -inf, or zero such rows")
+                              "negative finite number (torch.finfo(dtype).min), not -inf, and multiply the "
+                              "weights by the mask so that such a row is all zeros")
         low = torch.finfo(scores.dtype).min
         mistakes = [
+            ("a row with no allowed key must be all zeros, not uniform: multiply the weights by the mask",
+             torch.softmax(scores.masked_fill(~mask, low), dim=-1)),
             ("the weights sum to 1 over the keys, not over the queries: softmax over the last dimension",
              torch.softmax(scores.masked_fill(~mask, low), dim=-2) * mask),
             ("the weights sum to 1 over the keys, not over the queries: softmax over the last dimension",
@@ -128,7 +131,7 @@ def check_brevity_penalty(fn) -> str:
     cases = [(10, 10), (12, 10), (8, 10), (1, 7), (20, 21)]
     for c, r in cases:
         case = f"brevity penalty of a {c}-token output against a {r}-token reference"
-        got = learner_call(case, fn, c, r)
+        got = result(case, learner_call(case, fn, c, r))
         mistakes = {
             "an output at least as long as the reference is not penalised: the penalty is 1": math.exp(1 - r / c),
             "the exponent is 1 - ref_len / hyp_len (reference over output), not the other way round":
@@ -136,7 +139,7 @@ def check_brevity_penalty(fn) -> str:
             "the penalty is exponential, exp(1 - ref_len / hyp_len), not the ratio hyp_len / ref_len":
                 min(1.0, c / r),
         }
-        named_mistake(case, float(got), 1.0 if c >= r else math.exp(1 - r / c), mistakes)
+        named_mistake(case, got.double(), 1.0 if c >= r else math.exp(1 - r / c), mistakes)
     return passed("brevity penalty", cases)
 
 
@@ -150,7 +153,7 @@ def check_masked_cross_entropy(fn) -> str:
     cases = {
         "no padding": (torch.tensor([[3, 4, 5, 2], [6, 3, 4, 2], [5, 5, 6, 2]]), 0),
         "padding": (torch.tensor([[3, 4, 5, 2], [6, 2, 0, 0], [2, 0, 0, 0]]), 0),
-        "pad_id 1": (torch.tensor([[3, 4, 5, 2], [6, 2, 1, 1], [2, 1, 1, 1]]), 1),
+        "pad_id 1": (torch.tensor([[3, 0, 5, 2], [6, 2, 1, 1], [2, 1, 1, 1]]), 1),     # 0 is a word here
     }
     for case, (tgt, pad_id) in cases.items():
         got = parts(case, learner_call(case, fn, logits.clone(), tgt.clone(), pad_id), ("loss", "n_tokens"))
@@ -165,6 +168,6 @@ def check_masked_cross_entropy(fn) -> str:
         if pad_id == 0:
             del mistakes["padding is the token pad_id, not always 0"]
         named_mistake(f"{case}: the loss", got[0], loss, mistakes)
-        named_mistake(f"{case}: the number of real tokens", float(got[1]), float(n),
+        named_mistake(f"{case}: the number of real tokens", result(case, got[1]).double(), float(n),
                       {"count the real tokens only, not the padding": float(tgt.numel())})
     return passed("masked cross-entropy", cases)

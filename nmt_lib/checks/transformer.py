@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from nmt_lib.checks.core import CheckFailed, compare, learner_call, named_mistake, parts, passed
+from nmt_lib.checks.core import CheckFailed, compare, learner_call, named_mistake, parts, passed, result
 
 SPLIT_MISTAKE = ("split with view(B, T, H, Dh).transpose(1, 2): a reshape straight to (B, H, T, Dh) mixes "
                  "positions and heads")
@@ -37,14 +37,14 @@ def load_course_weights(case: str, mine, course: nn.Module, *, rename: dict | No
     for old, new in (rename or {}).items():
         state = {(new + k[len(old):] if k.startswith(old + ".") else k): v for k, v in state.items()}
     try:
-        result = mine.load_state_dict(state, strict=False)
+        loaded = mine.load_state_dict(state, strict=False)
     except RuntimeError as e:
         lines = [line.strip() for line in str(e).splitlines() if "size mismatch" in line]
         raise CheckFailed(f"{case}: the course's weights do not fit yours: {(lines or [str(e)])[0]}") from None
-    if result.missing_keys or result.unexpected_keys:
+    if loaded.missing_keys or loaded.unexpected_keys:
         raise CheckFailed(f"{case}: the course's weights do not fit yours: expected parameters "
-                          f"{', '.join(sorted(state))}; yours lack {', '.join(result.missing_keys) or 'none'} "
-                          f"and have no course weights for {', '.join(result.unexpected_keys) or 'none'}")
+                          f"{', '.join(sorted(state))}; yours lack {', '.join(sorted(loaded.unexpected_keys)) or 'none'}, "
+                          f"and have {', '.join(sorted(loaded.missing_keys)) or 'none'}, which the course's do not")
     mine.eval()
 
 
@@ -171,7 +171,8 @@ def check_decoder_block(cls) -> str:
         later[:, -1] = torch.randn(later[:, -1].shape, generator=gen)   # only the last token changes
         with torch.no_grad():
             moved = output_of(case, learner_call(case, mine, later, memory.clone(), src_mask.clone()))
-            if not torch.allclose(torch.as_tensor(moved)[:, :-1], torch.as_tensor(got)[:, :-1], atol=1e-5):
+            moved, now = result(case, moved), result(case, got)
+            if tuple(moved.shape) == tuple(now.shape) and not torch.allclose(moved[:, :-1], now[:, :-1], atol=1e-5):
                 raise CheckFailed(f"{case}: earlier positions' outputs changed when only the last token changed: "
                                   "self-attention needs the causal mask")
             mistakes = {
