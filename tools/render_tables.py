@@ -21,10 +21,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches",
+TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches", "modern-tatoeba",
                         "results-table"),
           "book/teachers.md": ("module-plan", "chapter-times", "solution-times"),
-          "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "published-subwords", "published-words", "ablation-subwords",
+          "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "modern-tatoeba", "published-subwords", "published-words", "ablation-subwords",
                               "chapter-figures"),
           "book/benchmarks.md": ("benchmark",),
           "book/command-line.md": ("soak",)}
