@@ -117,9 +117,9 @@ def copy_sources(root, tmp_path):
     """The notebooks, the solutions, the records and every page with rendered tables, under tmp_path."""
     import shutil
 
-    for folder in ("notebooks", "solutions", "records", "bench/results", "book"):
+    for folder in ("notebooks", "solutions", "solutions/assignments", "records", "bench/results", "book"):
         (tmp_path / folder).mkdir(parents=True)
-    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "book/*.json",
+    for pattern in ("notebooks/*.ipynb", "solutions/*.ipynb", "solutions/assignments/*.ipynb", "records/*.json", "bench/results/latest.json", "book/*.md", "book/*.json",
                     "README.md"):
         for path in root.glob(pattern):
             shutil.copy(path, tmp_path / path.relative_to(root))

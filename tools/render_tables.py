@@ -408,7 +408,8 @@ def rendered(text: str, marker: str, table: str, name: str) -> str:
 def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     """For each file with a table: (its text now, its text with the tables rendered from the notebooks)."""
     chapters = [chapter(p) for p in sorted((root / "notebooks").glob("*.ipynb"))]
-    solutions = [chapter(p) for p in sorted((root / "solutions").glob("*.ipynb"))]
+    solutions = [chapter(p) for p in [*sorted((root / "solutions").glob("*.ipynb")),
+                                      *sorted((root / "solutions" / "assignments").glob("*.ipynb"))]]
     ours = lambda: [record(root, f"records/{n}.json") for n in PUBLIC]     # the published model's test records
     others = lambda: record(root, "records/tatoeba-others.json")
     plan = lambda: json.loads((root / "book" / "module_plan.json").read_text(encoding="utf-8"))
