@@ -26,7 +26,8 @@ SOLUTIONS_LINE = re.compile(r"^Solutions, executed, are in `solutions/[^`]+`[^\n
 # a link to what the edition leaves out keeps its text only
 LEFT_OUT_LINK = re.compile(r"\[([^\]]+)\]\((?:\.\./|book/)?(?:solutions/[^)]*|teachers\.md[^)]*)\)")
 BANNER = ("> **Student edition.** The exercises' solutions, the assignments' model answers and hidden tests, and "
-          "the teacher's guide are left out; your teacher has them.\n\n")
+          "the teacher's guide are left out; your teacher has them. Here `make course`, `make lab`, `make nbval` and "
+          "`make book` work; `make test`, `make grade` and `make student` belong to the teacher's copy.\n\n")
 
 
 def kept_files(root: Path) -> list[str]:
