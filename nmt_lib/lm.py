@@ -19,6 +19,7 @@ from nmt_lib.attention import causal_mask
 from nmt_lib.run.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.transformer import (
+    CHOICES,
     Residual,
     cached_self_attention,
     check_sizes,
@@ -45,10 +46,10 @@ class LMConfig:
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm)")
     # chapter 7's switches, which chapter 12 turns on
     positions: str = setting(
-        "sinusoidal", "sinusoidal or rope", choices=["sinusoidal", "rope"]
+        "sinusoidal", "sinusoidal or rope", choices=CHOICES["positions"]
     )
-    norm: str = setting("layer", "layer or rms", choices=["layer", "rms"])
-    ffn: str = setting("relu", "relu or swiglu", choices=["relu", "swiglu"])
+    norm: str = setting("layer", "layer or rms", choices=CHOICES["norm"])
+    ffn: str = setting("relu", "relu or swiglu", choices=CHOICES["ffn"])
     kv_heads: int | None = setting(None, "key/value heads (none: n_heads)")
 
     def __post_init__(self):

@@ -66,6 +66,14 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(out)), extra
 
 
+# chapter 12's switches and their values; the first of each is the paper's
+CHOICES = {
+    "positions": ("sinusoidal", "rope"),
+    "norm": ("layer", "rms"),
+    "ffn": ("relu", "swiglu"),
+}
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     src_vocab_size: int
@@ -99,17 +107,17 @@ class TransformerConfig:
         "sinusoidal",
         "word order from a table added to the embeddings (sinusoidal, the paper) or "
         "from queries and keys rotated by their positions (rope)",
-        choices=["sinusoidal", "rope"],
+        choices=CHOICES["positions"],
     )
     norm: str = setting(
         "layer",
         "LayerNorm (layer, the paper) or RMSNorm (rms)",
-        choices=["layer", "rms"],
+        choices=CHOICES["norm"],
     )
     ffn: str = setting(
         "relu",
         "feed-forward network: relu (the paper) or swiglu (gated, three matrices)",
-        choices=["relu", "swiglu"],
+        choices=CHOICES["ffn"],
     )
     kv_heads: int | None = setting(
         None,
@@ -169,13 +177,6 @@ def check_sizes(cfg, names):
             f"kv_heads ({kv}) must divide n_heads ({cfg.n_heads}): each key/value "
             "head serves the same number of query heads"
         )
-
-
-CHOICES = {
-    "positions": ("sinusoidal", "rope"),
-    "norm": ("layer", "rms"),
-    "ffn": ("relu", "swiglu"),
-}
 
 
 # Chapter 12's modules register here when nmt_lib.modern is imported; the paper's
