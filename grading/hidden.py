@@ -44,7 +44,8 @@ def _hidden_attention(fn):
     from nmt_lib.attention import attend
     gen = torch.Generator().manual_seed(2026)
     q = torch.randn(3, 2, 4, 32, generator=gen, requires_grad=True)
-    k, v = torch.randn(3, 2, 7, 32, generator=gen), torch.randn(3, 2, 7, 5, generator=gen)
+    k = torch.randn(3, 2, 7, 32, generator=gen, requires_grad=True)
+    v = torch.randn(3, 2, 7, 5, generator=gen, requires_grad=True)
     mask = torch.rand(3, 1, 4, 7, generator=gen) > 0.3
     out, w = parts("(B, H, Tq, d) queries", learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn,
                                                            q, k, v, mask), ("output", "weights"))
@@ -53,9 +54,12 @@ def _hidden_attention(fn):
     compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out.detach(), expected.detach())
     g = torch.randn(expected.shape, generator=gen)
     if not out.requires_grad:
-        raise CheckFailed("the output has no gradient with respect to the queries")
-    compare("the gradient with respect to the queries", torch.autograd.grad((out * g).sum(), q)[0],
-            torch.autograd.grad((expected * g).sum(), q)[0], atol=1e-4)
+        raise CheckFailed("the output has no gradient: keep it in autograd")
+    found = torch.autograd.grad((out * g).sum(), (q, k, v), allow_unused=True)
+    for name, f, w in zip(("queries", "keys", "values"), found, torch.autograd.grad((expected * g).sum(), (q, k, v))):
+        if f is None:
+            raise CheckFailed(f"no gradient reaches the {name}")
+        compare(f"the gradient with respect to the {name}", f, w, atol=1e-4)
 
 
 def _hidden_multihead(cls):
