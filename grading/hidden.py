@@ -13,6 +13,7 @@ import torch
 from nmt_lib.checks import (CheckFailed, check_attention, check_beam_step, check_decoder_block, check_kv_cache_step,
                             check_masked_softmax, check_multihead, compare, learner_call)
 from nmt_lib.checks.core import parts
+from nmt_lib.checks.transformer import load_course_weights, output_of
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ def _hidden_masked_softmax(fn):
                                                     torch.ones(5, 5, dtype=torch.bool).tril()),
              "every key masked": (torch.randn(2, 3, 4, generator=gen), torch.zeros(2, 1, 4, dtype=torch.bool))}
     for case, (scores, mask) in cases.items():
-        got = learner_call(f"{case}", fn, scores.clone(), mask.clone())
-        compare(f"{case}", got, masked_softmax(scores, mask=mask))
+        got = learner_call(case, fn, scores.clone(), mask.clone())
+        compare(case, got, masked_softmax(scores, mask=mask))
         if torch.as_tensor(got).dtype != scores.dtype:
             raise CheckFailed(f"{case}: the weights should keep the scores' dtype {scores.dtype}")
 
@@ -50,8 +51,8 @@ def _hidden_attention(fn):
     out, w = parts("(B, H, Tq, d) queries", learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn,
                                                            q, k, v, mask), ("output", "weights"))
     expected, expected_w = attend(q, k, v, mask, need_weights=True)
-    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the weights", w.detach(), expected_w.detach())
-    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out.detach(), expected.detach())
+    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the weights", w, expected_w)
+    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out, expected)
     g = torch.randn(expected.shape, generator=gen)
     if not out.requires_grad:
         raise CheckFailed("the output has no gradient: keep it in autograd")
@@ -69,13 +70,11 @@ def _hidden_multihead(cls):
         torch.manual_seed(d)
         course = MultiHeadAttention(d, h).eval()
         mine = learner_call(f"cls({d}, {h})", cls, d, h)
-        mine.load_state_dict(course.state_dict())
-        mine.eval()
+        load_course_weights(f"cls({d}, {h})", mine, course)
         x, mem = torch.randn(1, 9, d, generator=gen), torch.randn(1, 4, d, generator=gen)
         mask = torch.tensor([[[True, True, False, False]]])
-        got = learner_call(f"cls({d}, {h}) over a padded source", mine, x, mem, mem, mask)
-        got = got[0] if isinstance(got, (tuple, list)) else got
-        compare(f"cls({d}, {h}) over a padded source", got.detach(), course(x, mem, mem, mask)[0].detach())
+        got = output_of(learner_call(f"cls({d}, {h}) over a padded source", mine, x, mem, mem, mask))
+        compare(f"cls({d}, {h}) over a padded source", got, course(x, mem, mem, mask)[0])
 
 
 def _hidden_decoder_block(cls):
@@ -84,15 +83,13 @@ def _hidden_decoder_block(cls):
     torch.manual_seed(3)
     block = learner_call("cls(32, 8, 64)", cls, 32, 8, 64).eval()
     x, mem = torch.randn(3, 11, 32, generator=gen), torch.randn(3, 5, 32, generator=gen)
-    out = learner_call("11 target tokens, batch 3", block, x, mem, lens_to_mask([5, 1, 3], 5))
-    out = out[0] if isinstance(out, (tuple, list)) else out
+    out = output_of(learner_call("11 target tokens, batch 3", block, x, mem, lens_to_mask([5, 1, 3], 5)))
     if tuple(out.shape) != (3, 11, 32) or not torch.isfinite(out).all():
         raise CheckFailed(f"11 target tokens, batch 3: expected finite (3, 11, 32), got {tuple(out.shape)}")
     later = x.clone()
     later[:, 6:] = torch.randn(3, 5, 32, generator=gen)
-    moved = block(later, mem, lens_to_mask([5, 1, 3], 5))
-    moved = moved[0] if isinstance(moved, (tuple, list)) else moved
-    compare("positions 0-5 when tokens 6-10 change", moved[:, :6].detach(), out[:, :6].detach())
+    moved = output_of(learner_call("tokens 6-10 changed", block, later, mem, lens_to_mask([5, 1, 3], 5)))
+    compare("positions 0-5 when tokens 6-10 change", moved[:, :6], out[:, :6])
 
 
 def _hidden_kv_step(fn):

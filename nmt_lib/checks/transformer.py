@@ -48,7 +48,7 @@ def load_course_weights(case: str, mine, course: nn.Module, *, rename: dict | No
     mine.eval()
 
 
-def output_of(case: str, got):
+def output_of(got):
     """A module's output, from a tensor or an (output, weights) pair."""
     return got[0] if isinstance(got, (tuple, list)) else got
 
@@ -88,7 +88,7 @@ def check_multihead(cls) -> str:
     for case, (q, k, v, mask) in cases.items():
         q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
         expected = course(q, k, v, mask)[0]
-        got = output_of(case, learner_call(case, mine, q, k, v, mask))
+        got = output_of(learner_call(case, mine, q, k, v, mask))
         with torch.no_grad():
             mistakes = {
                 "scale the scores by sqrt(Dh), the width of one head (d_model / n_heads), not sqrt(d_model)":
@@ -166,11 +166,11 @@ def check_decoder_block(cls) -> str:
              "5 target tokens over a padded source (lengths 6 and 2)": lens_to_mask([6, 2], 6)}
     for case, src_mask in cases.items():
         x_in = x.clone().requires_grad_()
-        got = output_of(case, learner_call(case, mine, x_in, memory.clone(), src_mask.clone()))
+        got = output_of(learner_call(case, mine, x_in, memory.clone(), src_mask.clone()))
         later = x.clone()
         later[:, -1] = torch.randn(later[:, -1].shape, generator=gen)   # only the last token changes
         with torch.no_grad():
-            moved = output_of(case, learner_call(case, mine, later, memory.clone(), src_mask.clone()))
+            moved = output_of(learner_call(case, mine, later, memory.clone(), src_mask.clone()))
             moved, now = result(case, moved), result(case, got)
             if tuple(moved.shape) == tuple(now.shape) and not torch.allclose(moved[:, :-1], now[:, :-1], atol=1e-5):
                 raise CheckFailed(f"{case}: earlier positions' outputs changed when only the last token changed: "
