@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nmt_lib.data import NMTData, collate  # noqa: E402
-from nmt_lib.run.device import autocast_dtype  # noqa: E402
+from nmt_lib.base.device import autocast_dtype  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
 from nmt_lib.run.corpus import preparer  # noqa: E402
 from nmt_lib.decoding import beam_search, greedy_decode_nocache, translate  # noqa: E402
@@ -357,7 +357,7 @@ def decoding_model(args, report):
     model: `--checkpoint` if given, else the course's published model, else a small model trained here."""
     from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
     from nmt_lib.run.corpus import ParallelCorpus
-    from nmt_lib.run.download import fra_eng_path
+    from nmt_lib.base.download import fra_eng_path
     from nmt_lib.run.published import MODELS, PUBLISHED, load_published
     from nmt_lib.run.trainer import RunSettings, full_fit
     path = Path(args.checkpoint) if args.checkpoint else None

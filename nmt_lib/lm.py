@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nmt_lib.attention import causal_mask
-from nmt_lib.run.course import setting
+from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.transformer import (
     CHOICES,

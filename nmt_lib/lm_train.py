@@ -18,9 +18,9 @@ from nmt_lib.data import seq_data_iter_random
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.recipes import key_settings, paper_adam
-from nmt_lib.run.cache import cached_fit
-from nmt_lib.run.course import pick
-from nmt_lib.run.device import default_device
+from nmt_lib.base.cache import cached_fit
+from nmt_lib.base.course import pick
+from nmt_lib.base.device import default_device
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 
 

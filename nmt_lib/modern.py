@@ -22,7 +22,7 @@ from nmt_lib.decoding import evaluate_bleu
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 from nmt_lib.recipes import fit_on_splits, paper_adam
-from nmt_lib.run.device import default_device
+from nmt_lib.base.device import default_device
 from nmt_lib.transformer import MODERN, Transformer
 
 

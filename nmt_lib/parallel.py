@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from nmt_lib.run.device import DeviceError
+from nmt_lib.base.device import DeviceError
 
 
 def launched_by_torchrun() -> bool:

@@ -6,7 +6,7 @@ learner has it."""
 import zipfile
 from pathlib import Path
 
-from nmt_lib.run.download import DATA_ENV, default_data_dir, file_sha1
+from nmt_lib.base.download import DATA_ENV, default_data_dir, file_sha1
 from nmt_lib.lm_train import sentence_stream
 from nmt_lib.text import Vocab
 

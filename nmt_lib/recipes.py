@@ -6,16 +6,16 @@
 and 8, the GRU models of chapter 4b, the paper's Adam and the Transformer of chapter 7.
 
 Each recipe builds and trains a model with exactly the settings its chapter shows, or
-loads the weights the cache holds for those settings (`nmt_lib.run.cache.cached_fit`).
+loads the weights the cache holds for those settings (`nmt_lib.base.cache.cached_fit`).
 """
 import time
 
 import torch
 
-from nmt_lib.run.course import pick
-from nmt_lib.run.cache import cached_fit
+from nmt_lib.base.course import pick
+from nmt_lib.base.cache import cached_fit
 from nmt_lib.data import NMTData
-from nmt_lib.run.device import default_device
+from nmt_lib.base.device import default_device
 from nmt_lib.loop import train
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.seq2seq import make_rnn, xavier_init

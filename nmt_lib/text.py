@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from nmt_lib.run.download import fra_eng_path
+from nmt_lib.base.download import fra_eng_path
 
 
 def _decode(path: Path) -> str:

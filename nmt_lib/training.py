@@ -2,8 +2,8 @@
 # notebook, then re-export.
 
 """Training like the paper: the warm-up schedule, label smoothing, and token batches
-with gradient accumulation, in a loop that counts updates and writes a checkpoint after
-each epoch.
+with gradient accumulation, in a loop that counts updates and can save a checkpoint
+after each epoch.
 
 Shapes: B batch, T target length, N real target tokens, V vocabulary size.
 """
@@ -17,8 +17,7 @@ from torch import nn
 
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
 from nmt_lib.recipes import paper_adam
-from nmt_lib.run.checkpoint import save_checkpoint
-from nmt_lib.run.course import setting
+from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import model_device
 
 
@@ -219,8 +218,7 @@ def fit(
     data,
     settings: TrainSettings,
     *,
-    checkpoint=None,
-    save_kwargs: dict | None = None,
+    on_epoch_end=None,
     report: str = "auto",
 ) -> dict:
     """Train `model` on `data`'s train split by updates of `settings.tokens_per_update`
@@ -228,9 +226,9 @@ def fit(
 
     Adam with the paper's settings and the warm-up schedule; each update sums
     `batch_loss` over length-bucketed micro-batches. After each epoch: the held-out
-    loss, then, when `checkpoint` (a path) is given, a checkpoint (`save_kwargs` go to
-    `save_checkpoint`). `report`: see `progress_bar`. Returns the progress: updates
-    done, and the history of losses and rates.
+    loss, then `on_epoch_end(model=, optimizer=, schedule=, progress=)` when given (to
+    save a checkpoint, for instance). `report`: see `progress_bar`. Returns the
+    progress: updates done, and the history of losses and rates.
     """
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
     params = [p for p in model.parameters() if p.requires_grad]
@@ -286,17 +284,9 @@ def fit(
         if progress["epoch"] == epoch:  # it stopped within the epoch: max_steps
             break
         progress["seconds"] = time.perf_counter() - start
-        if checkpoint is not None:
-            save_checkpoint(
-                checkpoint,
-                model,
-                data.src_vocab,
-                data.tgt_vocab,
-                train=settings,
-                progress=progress,
-                optimizer=optimizer,
-                schedule=schedule,
-                **(save_kwargs or {}),
+        if on_epoch_end is not None:
+            on_epoch_end(
+                model=model, optimizer=optimizer, schedule=schedule, progress=progress
             )
     progress["seconds"] = time.perf_counter() - start
     model.eval()

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from nmt_lib.attention import causal_mask, lens_to_mask
-from nmt_lib.run.course import setting
+from nmt_lib.base.course import setting
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.model_helpers import eval_mode

@@ -1,4 +1,4 @@
-"""nmt_lib.run.course and nmt_lib.run.cache: quick mode, figure saving, headline numbers, the model cache."""
+"""nmt_lib.base.course and nmt_lib.base.cache: quick mode, figure saving, headline numbers, the model cache."""
 import json
 
 import matplotlib
@@ -7,7 +7,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nmt_lib.run import cache, course  # noqa: E402
+from nmt_lib.base import cache, course  # noqa: E402
 
 
 @pytest.mark.parametrize("value, quick", [("1", True), ("yes", True), ("0", False), ("", False), ("false", False)])

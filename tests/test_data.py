@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nmt_lib import data as D
-from nmt_lib.run import download as DL
+from nmt_lib.base import download as DL
 from nmt_lib import text as T
 
 PAIRS_TSV = "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\u202f!\tCC-BY 2.0 (France) Attribution\nI won!\tJ'ai gagné !\n"

@@ -1,4 +1,4 @@
-"""nmt_lib.run.device: the device and thread choice, and the code paths that must follow a model's device.
+"""nmt_lib.base.device: the device and thread choice, and the code paths that must follow a model's device.
 
 Tests marked `cuda` need an NVIDIA GPU and are skipped, with that reason, on a CPU-only machine."""
 from functools import partial
@@ -6,11 +6,12 @@ from functools import partial
 import pytest
 import torch
 
-from nmt_lib.run import cache, cli, published
+from nmt_lib.base import cache
+from nmt_lib.run import cli, published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
-from nmt_lib.run.device import DeviceError, default_device, describe_device, parse_device, use_threads
+from nmt_lib.base.device import DeviceError, default_device, describe_device, parse_device, use_threads
 from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -149,7 +150,7 @@ def test_transformer_runs_on_the_meta_device_without_touching_the_cpu():
 
 
 def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
-    from nmt_lib.run import device as dev
+    from nmt_lib.base import device as dev
     monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: False)
     assert dev.autocast_dtype("auto", "cpu") is None and dev.autocast_dtype("fp32", "cpu") is None
     monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: True)
@@ -164,7 +165,7 @@ def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
-    from nmt_lib.run import device as dev
+    from nmt_lib.base import device as dev
     for flags, native in [("fpu avx2 fma", False), ("fpu avx512f avx512_bf16 fma", True), ("amx_bf16 amx_tile", True)]:
         info = tmp_path / f"cpuinfo{native}{len(flags)}"
         info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")

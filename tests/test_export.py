@@ -112,6 +112,32 @@ def test_a_lesson_imports_only_its_own_or_earlier_chapters():
     assert export_lib.forward_imports(ROOT) == []
 
 
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    """Base below lessons below tooling: a lesson reaches the tooling through no module."""
+    assert export_lib.layer_violations(ROOT) == []
+
+
+def test_the_layer_check_follows_an_import_through_other_modules(tmp_path):
+    root = make_project(tmp_path, [("code", "#| default_exp early\nimport os"),
+                                   ("code", "#| export\ndef f():\n    from nmt_lib.middle import g")],
+                        name="01_early.ipynb")
+    make_project(root, [("code", "#| default_exp middle\nimport os"),
+                        ("code", "#| export\nfrom nmt_lib.base import helpers\nfrom nmt_lib.run import cli")],
+                 name="02_middle.ipynb")
+    for folder in ("base", "run"):
+        (root / "nmt_lib" / folder).mkdir()
+        (root / "nmt_lib" / folder / "__init__.py").write_text('"""hand-written"""\n')
+    (root / "nmt_lib" / "base" / "helpers.py").write_text("import os\n")
+    (root / "nmt_lib" / "run" / "cli.py").write_text("from nmt_lib.early import f\n")     # tooling may import lessons
+    assert export_lib.main(["--root", str(root)]) == 0
+    assert export_lib.layer_violations(root) == [["nmt_lib.early", "nmt_lib.middle", "nmt_lib.run"],
+                                                 ["nmt_lib.middle", "nmt_lib.run"]]
+    result = run_check(root)
+    assert result.returncode == 1 and "nmt_lib.early -> nmt_lib.middle -> nmt_lib.run" in result.stdout
+    (root / "nmt_lib" / "base" / "helpers.py").write_text("from nmt_lib.early import f\n")   # the base reaching up
+    assert ["nmt_lib.base.helpers", "nmt_lib.early"] in export_lib.layer_violations(root)
+
+
 def test_the_lessons_hold_no_tooling():
     """The command line, locks and signals live in nmt_lib/run/; chapter 0 teaches no code, and chapter 9
     teaches training in one readable loop rather than exporting the tools."""

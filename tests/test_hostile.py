@@ -16,7 +16,8 @@ import torch
 
 from conftest import german_lines
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.run import cache, checkpoint, cli, guards, sizes
+from nmt_lib.base import cache
+from nmt_lib.run import checkpoint, cli, guards, sizes
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import input_batches, one_line, translate_lines

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 import torch
 
-from nmt_lib.run.download import file_sha1
+from nmt_lib.base.download import file_sha1
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig, generate
 from nmt_lib.lm_train import UnigramLM, gru_width_like, sentence_stream, stream_perplexity, train_lm
 from nmt_lib.ptb import load_ptb, ptb_streams

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from nmt_lib.run.cache import SaveError
+from nmt_lib.base.cache import SaveError
 from nmt_lib.run.records import cpu_name, write_record
 
 

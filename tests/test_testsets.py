@@ -29,7 +29,7 @@ def plant_test_set(folder: Path, pairs, monkeypatch) -> Path:
 
 @pytest.mark.skipif(not (SHARED / "tatoeba-test").is_dir(), reason="needs the test set in NMT_DATA_DIR")
 def test_the_real_test_set_and_its_overlap_with_the_corpus():
-    from nmt_lib.run.download import fra_eng_path
+    from nmt_lib.base.download import fra_eng_path
     from nmt_lib.text import read_pairs
 
     test = testsets.read_tatoeba_test()

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt_lib.run import cache, cli, guards
+from nmt_lib.base import cache
+from nmt_lib.run import cli, guards
 from nmt_lib.run.options import option
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing

@@ -136,6 +136,60 @@ def forward_imports(root=ROOT):
     return found
 
 
+LAYERS = ("base", "lesson", "tooling")          # bottom to top: a module imports only its own layer or lower
+
+
+def layer_of(root, path) -> str:
+    """A module's layer: the hand-written base (nmt_lib/base/), a lesson (a generated module), or the
+    tooling (every other hand-written module: nmt_lib/run/, nmt_lib/checks/, __main__)."""
+    rel = path.relative_to(root / "nmt_lib").parts
+    if rel[0] == "base":
+        return "base"
+    with open(path, encoding="utf-8") as f:
+        return "lesson" if header_of(f.read(2000)) else "tooling"
+
+
+def imports_of(root, path) -> set[str]:
+    """The nmt_lib modules that `path` imports, anywhere in it (inside functions too), as dotted names;
+    `from nmt_lib.run import cli` names nmt_lib.run.cli when that is a module, else the package."""
+    import ast
+    exists = lambda name: (root / (name.replace(".", "/") + ".py")).exists() or \
+        (root / name.replace(".", "/") / "__init__.py").exists()
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "nmt_lib"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nmt_lib":
+            subs = {f"{node.module}.{a.name}" for a in node.names if exists(f"{node.module}.{a.name}")}
+            found |= subs or {node.module}
+    # importing a.b.c runs a/__init__ and a/b/__init__ first
+    return found | {".".join(name.split(".")[:i]) for name in found for i in range(2, name.count(".") + 1)}
+
+
+def layer_violations(root=ROOT) -> list[list[str]]:
+    """Every import path that runs from a module up to a higher layer, directly or through other modules,
+    as the chain of module names (one per module that starts such a path, the shortest)."""
+    paths = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in sorted((root / "nmt_lib").rglob("*.py"))}
+    layer = {name: LAYERS.index(layer_of(root, p)) for name, p in paths.items() if name != "nmt_lib"}
+    graph = {name: sorted(n for n in imports_of(root, paths[name]) if n in layer) for name in layer}
+    found = []
+    for start in layer:
+        chain, seen, queue = {start: [start]}, {start}, [start]
+        while queue:
+            name = queue.pop(0)
+            higher = [n for n in graph[name] if layer[n] > layer[start]]
+            if higher:
+                found.append(chain[name] + [higher[0]])
+                break
+            for n in graph[name]:
+                if n not in seen:
+                    seen.add(n)
+                    chain[n] = chain[name] + [n]
+                    queue.append(n)
+    return found
+
+
 def stale_files(root=ROOT):
     """Return [(path, reason)] for every generated file that disagrees with the notebooks."""
     expected = expected_files(root)
@@ -163,6 +217,12 @@ def main(argv=None):
             print(f"stale: {path.relative_to(root)} ({reason})")
         if problems:
             print("Run `python tools/export_lib.py` (or `make export`) and commit nmt_lib/.")
+            return 1
+        upward = layer_violations(root)
+        for chain in upward:
+            print(f"layers: {' -> '.join(chain)} imports a higher layer ({', '.join(LAYERS)}, bottom to top)")
+        if upward:
+            print("A lesson imports only nmt_lib.base and earlier lessons; the base imports no lesson or tooling.")
             return 1
         generated = [p.relative_to(root / "nmt_lib").with_suffix("").as_posix() for p in generated_files(root)]
         written = [p.relative_to(root).as_posix() for p in sorted((root / "nmt_lib").rglob("*.py"))

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
-from nmt_lib.run.device import use_threads  # noqa: E402
+from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
 

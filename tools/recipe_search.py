@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from nmt_lib.run.average import average_checkpoints, epoch_checkpoint, kept_epochs  # noqa: E402
 from nmt_lib.run.checkpoint import load_checkpoint, read_payload  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
-from nmt_lib.run.device import use_threads  # noqa: E402
+from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
 from nmt_lib.run.testsets import read_tatoeba_test  # noqa: E402

@@ -7,7 +7,7 @@
 Two sources, and no figure typed by hand:
 - the committed notebooks: each chapter's title, its one line (the "**In this chapter:**" paragraph under
   the title), its wall time (first cell's start to last cell's end, as Jupyter recorded it), the headline
-  figures and tables it computed (`nmt_lib.run.course.headline` and `record_table`, stored in its metadata by
+  figures and tables it computed (`nmt_lib.base.course.headline` and `record_table`, stored in its metadata by
   `tools/run_course.py`), and the day and CPU it ran on;
 - the records of runs outside the notebooks (`nmt_lib.run.records`): `records/*.json` (published runs,
   ablations, `make soak`) and `bench/results/latest.json` (`make bench`), each with its day and CPU.
@@ -138,7 +138,7 @@ def learner_results(chapters: list[dict]) -> tuple[dict, dict]:
 
 
 def results_table(chapters: list[dict]) -> str:
-    """The table the results notebook recorded (`nmt_lib.run.course.record_table`), with where it ran."""
+    """The table the results notebook recorded (`nmt_lib.base.course.record_table`), with where it ran."""
     ch, table = learner_results(chapters)
     lines = ["| model | " + " | ".join(table["columns"]) + " |", "|---|" + "---:|" * len(table["columns"])]
     lines += [f"| {label} | " + " | ".join(map(figure, values)) + " |" for label, *values in table["rows"]]

@@ -8,7 +8,7 @@ headline numbers.
     python tools/run_course.py --inplace    # re-execute the notebooks themselves (to commit outputs)
     python tools/run_course.py --only 01    # those whose folder/name contains "01"
 
-Notebooks report their key numbers with `nmt_lib.run.course.headline(name, value)`.
+Notebooks report their key numbers with `nmt_lib.base.course.headline(name, value)`.
 """
 import argparse
 import json

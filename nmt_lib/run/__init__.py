@@ -1,10 +1,6 @@
-"""nmt_lib.run: the tooling, hand-written Python that no chapter teaches (the lessons are the modules
-one folder up, generated from the chapters).
+"""nmt_lib.run: the tooling, hand-written Python that no chapter teaches, above the lessons (the
+modules one folder up, generated from the chapters) and the base below them (`nmt_lib.base`).
 
-- `course`: quick mode, figures and headline numbers for `make course`, settings fields.
-- `cache`: the course's cache folder, atomic saves, the model cache (`cached_fit`).
-- `download`: finding the corpus on disk, and downloading it with a checksum.
-- `device`: the device, the CPU threads and the training precision.
 - `tokenizers`: the tokenizer kinds, chosen in one place (command-line names, checkpoint kinds).
 - `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
 - `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.

@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from nmt_lib.run.cache import atomic_save
+from nmt_lib.base.cache import atomic_save
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, read_payload
 from nmt_lib.run.corpus import split_settings
 

@@ -1,5 +1,5 @@
 """Checkpoints: one file with everything needed to translate with, evaluate or resume a Transformer,
-written all at once (`nmt_lib.run.cache.atomic_save`) and read without running any code."""
+written all at once (`nmt_lib.base.cache.atomic_save`) and read without running any code."""
 import pickle
 import re
 import zipfile
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from nmt_lib.run.cache import atomic_save
+from nmt_lib.base.cache import atomic_save
 from nmt_lib.run.corpus import CorpusSettings, keeps_case, preparer
-from nmt_lib.run.device import default_device
+from nmt_lib.base.device import default_device
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab

@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run import average
-from nmt_lib.run.cache import SaveError
+from nmt_lib.base.cache import SaveError
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.published import load_model
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
-from nmt_lib.run.device import autocast_dtype, default_device, parse_device, use_threads
+from nmt_lib.base.device import autocast_dtype, default_device, parse_device, use_threads
 from nmt_lib.run.guards import EXIT_STATUS, StopRequest, check_writable, run_lock, stop_on_signals
 from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, evaluate_public, report, translate_lines
 from nmt_lib.run.testsets import TEST_SETS

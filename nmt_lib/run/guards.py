@@ -10,7 +10,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from nmt_lib.run.cache import temporary_files
+from nmt_lib.base.cache import temporary_files
 from nmt_lib.run.checkpoint import CheckpointError
 
 EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}    # 128 + the signal's number, as shells report a killed program

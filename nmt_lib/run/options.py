@@ -1,5 +1,5 @@
 """Command-line options built from the settings dataclasses: one option per field that has a help text
-(`nmt_lib.run.course.setting`), typed and checked, so that `--help` and the code share one set of
+(`nmt_lib.base.course.setting`), typed and checked, so that `--help` and the code share one set of
 defaults."""
 import argparse
 import math
@@ -34,7 +34,7 @@ def option(f) -> tuple[list[str], str]:
 
 
 def add_settings(parser, cls, defaults: dict | None = None):
-    """One option per field of `cls` that has a help text (`nmt_lib.run.course.setting`). An option not
+    """One option per field of `cls` that has a help text (`nmt_lib.base.course.setting`). An option not
     given stays out of the parsed arguments, so a run can tell what the user asked for; `defaults`
     shows where the tools differ from the dataclass (chapter 10's switches)."""
     group = parser.add_argument_group(f"{cls.__name__} (defaults in parentheses)")

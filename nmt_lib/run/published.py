@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from nmt_lib.run.checkpoint import CHECKPOINT_FORMAT, CheckpointError, Checkpoint, checkpoint_from, load_checkpoint
-from nmt_lib.run.device import default_device
+from nmt_lib.base.device import default_device
 
 MODELS = Path(__file__).resolve().parent.parent.parent / "models"      # the repository's models/ folder
 PUBLISHED = "tatoeba-en-fr"                                            # the folder of the shipped model

@@ -10,8 +10,8 @@ import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nmt_lib.run.cache import atomic_save
-from nmt_lib.run.device import cpu_info
+from nmt_lib.base.cache import atomic_save
+from nmt_lib.base.device import cpu_info
 
 RECORDS = Path(__file__).resolve().parents[2] / "records"      # the repository's records/ folder
 

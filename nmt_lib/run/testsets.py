@@ -11,7 +11,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from nmt_lib.run.download import default_data_dir, fetch, file_sha1
+from nmt_lib.base.download import default_data_dir, fetch, file_sha1
 
 TATOEBA_FOLDER = "tatoeba-test"
 TATOEBA_URL = "https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/master/testsets/eng-fra/"

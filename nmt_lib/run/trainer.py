@@ -20,8 +20,8 @@ from nmt_lib.parallel import agree_to_stop, all_sum, data_parallel, gradient_syn
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.average import keep_epoch
 from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
-from nmt_lib.run.course import setting
-from nmt_lib.run.device import PRECISIONS, autocast_dtype
+from nmt_lib.base.course import setting
+from nmt_lib.base.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
 from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device

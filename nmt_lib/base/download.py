@@ -11,7 +11,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from nmt_lib.run.cache import cache_home
+from nmt_lib.base.cache import cache_home
 
 DATA_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 DATA_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"

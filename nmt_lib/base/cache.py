@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from nmt_lib.run.course import quick_mode
+from nmt_lib.base.course import quick_mode
 
 CACHE_ENV = "NMT_CACHE_DIR"
 
