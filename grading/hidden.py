@@ -74,7 +74,7 @@ def _hidden_multihead(cls):
         x, mem = torch.randn(1, 9, d, generator=gen), torch.randn(1, 4, d, generator=gen)
         mask = torch.tensor([[[True, True, False, False]]])
         got = output_of(learner_call(f"cls({d}, {h}) over a padded source", mine, x, mem, mem, mask))
-        compare(f"cls({d}, {h}) over a padded source", got, course(x, mem, mem, mask)[0])
+        compare(f"cls({d}, {h}) over a padded source", got, course(x, mem, mem, mask))
 
 
 def _hidden_decoder_block(cls):
@@ -99,7 +99,7 @@ def _hidden_kv_step(fn):
     gen = torch.Generator().manual_seed(2026)
     ys = torch.randn(3, 7, 24, generator=gen)
     with torch.no_grad():
-        full = attn(ys, ys, ys, torch.ones(7, 7, dtype=torch.bool).tril())[0]
+        full = attn(ys, ys, ys, torch.ones(7, 7, dtype=torch.bool).tril())
         k = v = None
         for t in range(7):
             out, k, v = parts(f"step {t + 1} of 7", learner_call(f"step {t + 1} of 7, 8 heads", fn, attn,

@@ -274,13 +274,14 @@ def beam_search(
     beam_size: int = 4,
     max_len: int = MAX_LEN,
     alpha: float = 1.0,
+    on_step=None,
 ) -> Decoded:
-    """Batched beam search with length normalisation; returns the best hypothesis per
-    sentence.
+    """Batched beam search with length normalisation; returns, per sentence, the beam
+    with the best score / length**alpha at the end.
 
-    The model's decoder must offer `reorder_state(state, index)`. The greedy hypothesis
-    is scored as well and returned where it scores higher, so a beam never does worse
-    than greedy by the model's own (normalised) measure.
+    The model's decoder must offer `reorder_state(state, index)`. `on_step`, if given,
+    sees every step: `on_step(scores, logp, finished, top_scores, beam, token)`, the
+    arguments and results of `beam_step` (chapter 8 draws the search tree from them).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -305,6 +306,8 @@ def beam_search(
             logp = torch.log_softmax(logits[:, -1].float(), dim=-1).view(B, K, -1)
             # each (B, K)
             top_scores, beam, token = beam_step(scores, logp, finished, eos_id)
+            if on_step is not None:
+                on_step(scores, logp, finished, top_scores, beam, token)
             state = model.decoder.reorder_state(
                 state, (torch.arange(B, device=device).unsqueeze(1) * K + beam).view(-1)
             )
@@ -323,45 +326,5 @@ def beam_search(
                 break
             tokens = token.view(-1, 1)
     best = (scores / lengths.clamp_min(1) ** alpha).argmax(dim=1)  # (B,)
-    beam_hyps = [
-        cut_at_eos(seq, eos_id)
-        for seq in seqs[torch.arange(B, device=device), best].tolist()
-    ]
-    chosen = prefer_greedy(
-        model,
-        src,
-        src_len,
-        beam_hyps,
-        bos_id=bos_id,
-        eos_id=eos_id,
-        max_len=max_len,
-        alpha=alpha,
-    )
-    return Decoded(chosen, [None] * B)
-
-
-def prefer_greedy(
-    model,
-    src,
-    src_len,
-    beam_hyps,
-    *,
-    bos_id: int,
-    eos_id: int,
-    max_len: int,
-    alpha: float = 1.0,
-) -> list[list[int]]:
-    """Beam search's safeguard: for each sentence, the beam's best hypothesis
-    (`beam_hyps`, one (tokens, ended) pair per sentence), or the greedy translation
-    where that scores higher by the same length-normalised measure."""
-    greedy = greedy_decode(
-        model, src, src_len, bos_id=bos_id, eos_id=eos_id, max_len=max_len
-    ).tokens
-    greedy_hyps = [(g, len(g) < max_len) for g in greedy]
-    kw = dict(bos_id=bos_id, eos_id=eos_id, alpha=alpha)
-    beam_score = sequence_scores(model, src, src_len, beam_hyps, **kw)
-    greedy_score = sequence_scores(model, src, src_len, greedy_hyps, **kw)
-    return [
-        g[0] if gs > bs else b[0]
-        for b, g, bs, gs in zip(beam_hyps, greedy_hyps, beam_score, greedy_score)
-    ]
+    best_seqs = seqs[torch.arange(B, device=device), best].tolist()
+    return Decoded([cut_at_eos(seq, eos_id)[0] for seq in best_seqs], [None] * B)

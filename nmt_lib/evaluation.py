@@ -11,9 +11,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nmt_lib.decoding import MAX_LEN, beam_step, prefer_greedy
+from nmt_lib.decoding import MAX_LEN, beam_search
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
-from nmt_lib.model_helpers import eval_mode, model_device
+from nmt_lib.model_helpers import model_device
 
 
 def bleu_by_length(result, edges=(1, 4, 5, 6, 7, 100)) -> pd.DataFrame:
@@ -80,95 +80,67 @@ def beam_trace(
     alpha: float = 1.0,
     show: int = 2,
 ):
-    """Beam search on one sentence (`src_ids`, ending in <eos>), keeping the search
-    tree.
+    """Chapter 7's `beam_search` on one sentence (`src_ids`, ending in <eos>), keeping
+    its search tree.
 
-    Each step is chapter 7's `beam_step`, as in `beam_search`, with the decoder re-run
-    on each beam's whole prefix. Returns `(best, nodes)`: the translation `beam_search`
-    returns (token ids, without <eos>: the best finished hypothesis, or the greedy one
-    where it scores higher) and one dict per hypothesis: `step`, `parent` (index into
-    nodes; None for <bos>), `token`, `logp` (sum of log-probabilities so far), `kept`
-    (in the beam after its step), `final` and `score` (in the beam at the end, and its
-    logp / length**alpha, by which the best is chosen) and, on the path of the beam's
-    winner, `best` (what is returned, unless the greedy translation scored higher).
+    Returns `(best, nodes)`: the translation `beam_search` returns (token ids, without
+    <eos>) and one dict per hypothesis: `step`, `parent` (index into nodes; None for
+    <bos>), `token`, `logp` (sum of log-probabilities so far), `kept` (in the beam after
+    its step), `final` and `score` (in the beam at the end, and its logp /
+    length**alpha, by which the best is chosen) and, on the winner's path, `best`.
     Besides the kept ones, each live beam records its `show` best next tokens.
     """
-    device = model_device(model)
-    src, src_len = (
-        torch.tensor([src_ids], device=device),
-        torch.tensor([len(src_ids)], device=device),
-    )
     nodes = [dict(step=0, parent=None, token=bos_id, logp=0.0, kept=True)]
-    path = lambda i: trace_path(nodes, i)
-    K = beam_size
-    slots = [0] + [None] * (K - 1)  # the node in each beam slot; empty slots score -inf
-    scores = torch.tensor([[0.0] + [float("-inf")] * (K - 1)], device=device)
-    finished = torch.zeros(1, K, dtype=torch.bool, device=device)
-    with eval_mode(model):
-        start = model.encode(src, src_len)
-        for step in range(1, max_len + 1):
-            logp = torch.zeros(1, K, model.cfg.tgt_vocab_size, device=device)
-            for k, node in enumerate(slots):
-                if node is not None and not finished[0, k]:
-                    logits = model.step(
-                        torch.tensor([path(node)], device=device), start
-                    )[0]
-                    logp[0, k] = torch.log_softmax(logits[0, -1].float(), dim=-1)
-            top_scores, beam, token = beam_step(scores, logp, finished, eos_id)
-            kept = {
-                (int(b), int(t)): float(s)
-                for b, t, s in zip(beam[0], token[0], top_scores[0])
-            }
-            new_slots = []
-            for b, t in zip(beam[0].tolist(), token[0].tolist()):
-                if finished[0, b]:  # a finished beam is carried over unchanged
-                    new_slots.append(slots[b])
-                    continue
-                nodes.append(
-                    dict(
-                        step=step, parent=slots[b], token=t, logp=kept[b, t], kept=True
-                    )
-                )
-                new_slots.append(len(nodes) - 1)
-            for k, node in enumerate(slots):  # the runners-up, pruned
-                if node is not None and not finished[0, k]:
-                    for v, t in zip(*logp[0, k].topk(show)):
-                        if (k, int(t)) not in kept:
-                            nodes.append(
-                                dict(
-                                    step=step,
-                                    parent=node,
-                                    token=int(t),
-                                    logp=float(scores[0, k] + v),
-                                    kept=False,
-                                )
+    slots = [0] + [None] * (beam_size - 1)  # the node in each beam slot
+    steps = iter(range(1, max_len + 1))
+
+    def record(scores, logp, finished, top_scores, beam, token):
+        step = next(steps)
+        kept, new_slots = set(), []
+        for b, t, s in zip(beam[0].tolist(), token[0].tolist(), top_scores[0].tolist()):
+            kept.add((b, t))
+            if finished[0, b]:  # a finished beam is carried over unchanged
+                new_slots.append(slots[b])
+                continue
+            nodes.append(dict(step=step, parent=slots[b], token=t, logp=s, kept=True))
+            new_slots.append(len(nodes) - 1)
+        for k, node in enumerate(slots):  # the runners-up, pruned
+            if node is not None and not finished[0, k]:
+                for v, t in zip(*logp[0, k].topk(show)):
+                    if (k, int(t)) not in kept:
+                        logp_t = float(scores[0, k] + v)
+                        nodes.append(
+                            dict(
+                                step=step,
+                                parent=node,
+                                token=int(t),
+                                logp=logp_t,
+                                kept=False,
                             )
-            slots, scores = new_slots, top_scores
-            finished = finished.gather(1, beam) | (token == eos_id)
-            if finished.all():
-                break
+                        )
+        slots[:] = new_slots
+
+    device = model_device(model)
+    src = torch.tensor([src_ids], device=device)
+    best = beam_search(
+        model,
+        src,
+        torch.tensor([len(src_ids)], device=device),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        beam_size=beam_size,
+        max_len=max_len,
+        alpha=alpha,
+        on_step=record,
+    ).tokens[0]
     final = [i for i in slots if i is not None]  # the hypotheses in the beam at the end
     for i in final:
         nodes[i].update(
             final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha
         )
-    best = max(final, key=lambda i: nodes[i]["score"])
-    for i in trace_nodes(nodes, best):  # mark the winner's path for the drawing
-        nodes[i]["best"] = True
-    ids = path(best)[1:]
-    ended = bool(ids) and ids[-1] == eos_id
-    # chapter 7's safeguard, as beam_search applies it
-    chosen = prefer_greedy(
-        model,
-        src,
-        src_len,
-        [(ids[:-1] if ended else ids, ended)],
-        bos_id=bos_id,
-        eos_id=eos_id,
-        max_len=max_len,
-        alpha=alpha,
-    )[0]
-    return chosen, nodes
+    for i in trace_nodes(nodes, max(final, key=lambda i: nodes[i]["score"])):
+        nodes[i]["best"] = True  # the winner's path, for the drawing
+    return best, nodes
 
 
 def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):

@@ -18,16 +18,7 @@ from torch import nn
 from nmt_lib.attention import causal_mask
 from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.transformer import (
-    CHOICES,
-    Residual,
-    cached_self_attention,
-    check_sizes,
-    make_attention,
-    make_ffn,
-    make_norm,
-    make_positions,
-)
+from nmt_lib.transformer import Block, Parts, cached_self_attention
 
 
 @dataclass(frozen=True)
@@ -44,47 +35,35 @@ class LMConfig:
         64, "the most tokens the model reads at once (positions it has encodings for)"
     )
     norm_first: bool = setting(False, "layer norm before each sublayer (pre-norm)")
-    # chapter 7's switches, which chapter 12 turns on
-    positions: str = setting(
-        "sinusoidal", "sinusoidal or rope", choices=CHOICES["positions"]
-    )
-    norm: str = setting("layer", "layer or rms", choices=CHOICES["norm"])
-    ffn: str = setting("relu", "relu or swiglu", choices=CHOICES["ffn"])
-    kv_heads: int | None = setting(None, "key/value heads (none: n_heads)")
 
     def __post_init__(self):
-        check_sizes(
-            self, ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "context")
-        )
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be a multiple of n_heads "
+                f"({self.n_heads})"
+            )
 
 
-class CausalBlock(nn.Module):
+class CausalBlock(Block):
     """Chapter 7's decoder block without its cross-attention: masked self-attention,
     then the feed-forward network, each inside a residual connection with layer norm."""
 
-    def __init__(self, cfg: LMConfig):
-        super().__init__()
-        self.self_attn = make_attention(cfg, self_attention=True)
-        self.ffn = make_ffn(cfg)
-        self.res_self = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
-        self.res_ffn = Residual(cfg.d_model, cfg.dropout, cfg.norm_first, cfg.norm)
+    def __init__(self, cfg: LMConfig, parts: Parts):
+        super().__init__(cfg)
+        self.self_attn = parts.attention(cfg, self_attention=True)
+        self.ffn = parts.ffn(cfg)
+        self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
 
-    def forward(self, x, past_kv, mask, *, need_weights: bool = False):
+    def forward(self, x, past_kv, mask):
         """x (B, T, D) after `past_kv` (keys and values of the positions before, or
-        None): returns (new x, this block's keys and values of all positions so far,
-        weights)."""
+        None): returns (new x, this block's keys and values of all positions so far)."""
         kv = []
-
-        def self_attention(y):  # chapter 7's KV-cached self-attention
-            out, weights, cache = cached_self_attention(
-                self.self_attn, y, past_kv, mask, need_weights=need_weights
-            )
-            kv.extend(cache)
-            return out, weights
-
-        x, weights = self.res_self(x, self_attention)
-        x, _ = self.res_ffn(x, lambda y: (self.ffn(y), None))
-        return x, tuple(kv), weights
+        x = self.residual(
+            x,
+            self.norm1,
+            lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv),
+        )
+        return self.residual(x, self.norm2, self.ffn), tuple(kv)
 
 
 class DecoderOnlyLM(nn.Module):
@@ -92,15 +71,16 @@ class DecoderOnlyLM(nn.Module):
     embedding matrix itself (weight tying, the paper's section 3.4), so it adds only a
     bias."""
 
-    def __init__(self, cfg: LMConfig):
+    def __init__(self, cfg: LMConfig, parts: Parts | None = None):
         super().__init__()
+        parts = Parts() if parts is None else parts
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = make_positions(cfg, cfg.context)
-        self.blocks = nn.ModuleList(CausalBlock(cfg) for _ in range(cfg.n_layers))
-        self.norm = (
-            make_norm(cfg.norm, cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.pos = parts.positions(cfg, cfg.context)
+        self.blocks = nn.ModuleList(
+            CausalBlock(cfg, parts) for _ in range(cfg.n_layers)
         )
+        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
         self.out = nn.Linear(cfg.d_model, cfg.vocab_size)
         # scaled up by sqrt(D) in use
         nn.init.normal_(self.embedding.weight, std=cfg.d_model**-0.5)
@@ -109,35 +89,20 @@ class DecoderOnlyLM(nn.Module):
                 nn.init.xavier_uniform_(p)
         self.out.weight = self.embedding.weight  # tied: one (V, D) matrix
 
-    def forward(self, x, past=None, *, need_weights: bool = False):
+    def forward(self, x, past=None):
         """x (B, T) token ids after the positions `past` holds (a list of per-block keys
-        and values, or None): returns (logits (B, T, V), the new past, per-block weights
-        (B, H, T, t) or None)."""
-        if x.dim() != 2 or x.shape[1] == 0:
-            raise ValueError(
-                f"expected token ids of shape (B, T) with T >= 1, got {tuple(x.shape)}"
-            )
+        and values, or None): returns (logits (B, T, V), the new past)."""
         start = 0 if past is None else past[0][0].shape[2]
-        if start + x.shape[1] > self.cfg.context:
-            raise ValueError(
-                f"{start + x.shape[1]} positions do not fit the context of "
-                f"{self.cfg.context} tokens"
-            )
+        assert start + x.shape[1] <= self.cfg.context, "longer than the context"
         # (B, T, D)
         h = self.pos(self.embedding(x) * math.sqrt(self.cfg.d_model), offset=start)
-        mask = (
-            None
-            if x.shape[1] == 1
-            else causal_mask(x.shape[1], start + x.shape[1], x.device, offset=start)
-        )
-        new_past, weights = [], []
+        T = x.shape[1]
+        mask = None if T == 1 else causal_mask(T, start + T, x.device, offset=start)
+        new_past = []
         for i, block in enumerate(self.blocks):
-            h, kv, w = block(
-                h, None if past is None else past[i], mask, need_weights=need_weights
-            )
+            h, kv = block(h, None if past is None else past[i], mask)
             new_past.append(kv)
-            weights.append(w)
-        return self.out(self.norm(h)), new_past, (weights if need_weights else None)
+        return self.out(self.norm(h)), new_past
 
 
 class GRULM(nn.Module):
@@ -162,7 +127,7 @@ class GRULM(nn.Module):
 
     def forward(self, x, state=None):
         h, state = self.rnn(self.drop(self.embedding(x)), state)  # (B, T, D)
-        return self.out(self.drop(h)), state, None
+        return self.out(self.drop(h)), state
 
 
 @torch.no_grad()
@@ -205,7 +170,7 @@ def generate(
     device, tokens = model_device(model), list(prompt)
     with eval_mode(model):
         # the whole prompt at once
-        logits, past, _ = model(torch.tensor([tokens], device=device))
+        logits, past = model(torch.tensor([tokens], device=device))
         for _ in range(min(max_new_tokens, context - len(prompt))):
             scores = logits[0, -1].float().cpu()  # (V,)
             if greedy:
@@ -224,5 +189,5 @@ def generate(
             if token == eos_id or len(tokens) == context:
                 break
             # one new position
-            logits, past, _ = model(torch.tensor([[token]], device=device), past)
+            logits, past = model(torch.tensor([[token]], device=device), past)
     return tokens[len(prompt) :]

@@ -9,6 +9,7 @@ Shapes: B batch, T positions, V vocabulary size.
 """
 import math
 import time
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,7 @@ from torch import nn
 from nmt_lib.data import seq_data_iter_random
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.loop import TrainingDiverged, progress_bar
-from nmt_lib.recipes import key_settings, paper_adam
+from nmt_lib.recipes import paper_adam
 from nmt_lib.base.cache import cached_fit
 from nmt_lib.base.course import pick
 from nmt_lib.base.device import default_device
@@ -197,7 +198,7 @@ def train_decoder_lm(
         }
 
     key = dict(
-        cfg=key_settings(cfg),
+        cfg=asdict(cfg),
         data=data.fingerprint(),
         epochs=epochs,
         lr=lr,

@@ -2,16 +2,15 @@
 # notebook, then re-export.
 
 """From 2017 to today: RMSNorm, the SwiGLU feed-forward network, rotary position
-embeddings (RoPE) and grouped-query attention (GQA), each a switch of chapter 7's
-`TransformerConfig` (`norm`, `ffn`, `positions`, `kv_heads`); the measurement's helpers
-and the decoder-only translator. Importing this module puts its attention and
-feed-forward network in chapter 7's `MODERN` table, so that chapter 7's and chapter 11's
-models can be built with them.
+embeddings (RoPE) and grouped-query attention (GQA), each a switch of `ModernParts`,
+which builds chapter 7's Transformer (and chapter 11's language model) with today's
+modules; the measurement's helpers and the decoder-only translator.
 
 Shapes: B batch, T positions, S source length, D = d_model, H query heads, G key/value
 heads, Dh = D / H, V vocabulary size.
 """
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +21,9 @@ from nmt_lib.decoding import evaluate_bleu
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 from nmt_lib.recipes import fit_on_splits, paper_adam
+from nmt_lib.base.course import setting
 from nmt_lib.base.device import default_device
-from nmt_lib.transformer import MODERN, Transformer
+from nmt_lib.transformer import Parts, Transformer
 
 
 class RMSNorm(nn.Module):
@@ -106,49 +106,75 @@ class GroupedQueryAttention(MultiHeadAttention):
         self.W_v = nn.Linear(d_model, width, bias=bias)
         self.rotary = rotary
 
-    def project_kv(self, keys, values, start: int = 0):
-        """Two (B, G, Tk, Dh) tensors, what the KV cache keeps (G = kv_heads). With
-        `rotary`, the keys are turned by their positions start, start + 1, ..."""
-        self._check("keys", keys), self._check("values", values)
-        if keys.shape[1] != values.shape[1]:
-            raise ValueError(
-                f"keys and values need the same length, got {keys.shape[1]} and "
-                f"{values.shape[1]}"
-            )
-        k = split_heads(self.W_k(keys), self.kv_heads)  # (B, G, Tk, Dh)
-        v = split_heads(self.W_v(values), self.kv_heads)
-        return (rotate(k, start) if self.rotary else k), v
+    def project_kv(self, keys, values):
+        """Two (B, G, Tk, Dh) tensors, what the KV cache keeps (G = kv_heads)."""
+        k = split_heads(self.W_k(keys), self.kv_heads)
+        return k, split_heads(self.W_v(values), self.kv_heads)
 
-    def attend_kv(self, queries, k, v, mask=None, *, need_weights: bool = False):
+    def attend_kv(self, queries, k, v, mask=None):
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk)
         q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
-        if self.rotary:  # self-attention: the queries are the last Tq of Tk positions
-            if q.shape[2] > k.shape[2]:
-                raise ValueError(
-                    "rotary self-attention needs the queries among the keys"
-                )
-            q = rotate(q, k.shape[2] - q.shape[2])
+        if self.rotary:  # self-attention: keys at 0 .. Tk-1, queries the last Tq
+            q, k = rotate(q, k.shape[2] - q.shape[2]), rotate(k)
         dropout = self.dropout if self.training else 0.0
-        if need_weights:  # explicit: each key/value head copied for its query heads
+        if self.keep_weights:  # explicit: each key/value head copied for its group
             group = self.n_heads // self.kv_heads
             k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
             v = v.repeat_interleave(group, dim=1)
-            out, weights = attend(q, k, v, mask, dropout=dropout, need_weights=True)
+            out, self.weights = attend(
+                q, k, v, mask, dropout=dropout, need_weights=True
+            )
         else:  # the fused kernel reads each key/value head once for its whole group
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=True
             )
-            weights = None
-        return self.W_o(merge_heads(out)), weights  # (B, Tq, D)
+        return self.W_o(merge_heads(out))  # (B, Tq, D)
 
 
-MODERN.update(
-    attention=lambda cfg, rotary: GroupedQueryAttention(
-        cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.dropout, rotary=rotary
-    ),
-    swiglu=SwiGLU,
-)
+class NoTable(nn.Dropout):
+    """With rotary positions nothing is added to the embeddings: dropout alone, which
+    takes the table's `offset` argument and ignores it."""
+
+    def forward(self, x, offset: int = 0):
+        return super().forward(x)
+
+
+@dataclass(frozen=True)
+class ModernParts(Parts):
+    """Chapter 7's parts with today's changes, each a switch; all off is the paper's."""
+
+    rms: bool = setting(False, "RMSNorm instead of LayerNorm")
+    swiglu: bool = setting(
+        False, "the gated feed-forward network, SwiGLU (give it 2/3 of d_ff)"
+    )
+    rope: bool = setting(
+        False, "rotary positions in self-attention instead of the sinusoidal table"
+    )
+    kv_heads: int | None = setting(
+        None,
+        "key/value heads, each shared by n_heads / kv_heads query heads (grouped-query "
+        "attention; 1: multi-query); none: one per query head, as in the paper",
+    )
+
+    def attention(self, cfg, *, self_attention: bool) -> nn.Module:
+        rotary = self.rope and self_attention  # cross-attention has no common order
+        if not rotary and self.kv_heads in (None, cfg.n_heads):
+            return super().attention(cfg, self_attention=self_attention)
+        return GroupedQueryAttention(
+            cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout, rotary=rotary
+        )
+
+    def ffn(self, cfg) -> nn.Module:
+        if self.swiglu:
+            return SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
+        return super().ffn(cfg)
+
+    def norm(self, cfg) -> nn.Module:
+        return RMSNorm(cfg.d_model) if self.rms else super().norm(cfg)
+
+    def positions(self, cfg, max_len: int) -> nn.Module:
+        return NoTable(cfg.dropout) if self.rope else super().positions(cfg, max_len)
 
 
 def cache_bytes(cache) -> int:
@@ -180,12 +206,15 @@ def kv_bytes_per_token(model) -> int:
     return cache_bytes(state.self_kv)
 
 
-def measure(cfg, data, *, seed: int = 1, title: str = "training", device=None):
-    """Section 12.7's recipe: build the Transformer `cfg` describes on the CPU (the same
-    weights everywhere), train it one epoch on `data` with the paper's Adam at 1e-3 on
-    `device`, and score it on the validation split. Returns (model, figures)."""
+def measure(
+    cfg, data, *, parts=None, seed: int = 1, title: str = "training", device=None
+):
+    """Section 12.7's recipe: build the Transformer `cfg` and `parts` describe on the
+    CPU (the same weights everywhere), train it one epoch on `data` with the paper's
+    Adam at 1e-3 on `device`, and score it on the validation split. Returns (model,
+    figures)."""
     torch.manual_seed(seed)
-    model = Transformer(cfg).to(device or default_device())
+    model = Transformer(cfg, parts).to(device or default_device())
     info = fit_on_splits(
         model,
         data,
@@ -244,14 +273,14 @@ class DecoderOnlyTranslator(nn.Module):
         with eval_mode(self):
             for rows in by_length.values():
                 prompt = [sources[i] + [bos_id + self.offset] for i in rows]
-                logits, past, _ = self.lm(torch.tensor(prompt, device=device))
+                logits, past = self.lm(torch.tensor(prompt, device=device))
                 written = []
                 for _ in range(max_len):
                     token = logits[:, -1, self.offset :].argmax(-1)  # (B,)
                     written.append(token)
                     if torch.stack(written).eq(eos_id).any(0).all():
                         break
-                    logits, past, _ = self.lm((token + self.offset)[:, None], past)
+                    logits, past = self.lm((token + self.offset)[:, None], past)
                 for r, seq in zip(rows, torch.stack(written, 1).tolist()):
                     out[r] = seq[: seq.index(eos_id)] if eos_id in seq else seq
         return out

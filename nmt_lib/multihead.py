@@ -6,6 +6,8 @@
 Shapes: B batch, H heads, Tq queries, Tk keys, D model width, Dh = D / H.
 Masks are boolean, True = may attend: (B, Tq|1, Tk) or (B, H|1, Tq|1, Tk).
 """
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -25,31 +27,32 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention; `forward` returns `(output, weights)`.
+    """Multi-head scaled dot-product attention: (B, Tq, D) queries over (B, Tk, D)
+    keys and values -> (B, Tq, D).
 
-    Weights are (B, H, Tq, Tk) when `need_weights=True` (explicit path), else None
-    (PyTorch's fused kernel).
+    With `keep_weights` on (see `kept_weights`), it takes the explicit path and keeps
+    the last call's (B, H, Tq, Tk) weights in `weights`; PyTorch's fused kernel,
+    the default, computes none.
     """
 
     def __init__(
         self, d_model: int, n_heads: int, dropout: float = 0.0, *, bias: bool = True
     ):
         super().__init__()
-        if d_model <= 0 or n_heads <= 0 or d_model % n_heads:
+        if d_model % n_heads:
             raise ValueError(
-                f"d_model ({d_model}) must be a positive multiple of n_heads "
-                f"({n_heads})"
+                f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})"
             )
-        self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
+        self.n_heads, self.dropout = n_heads, dropout
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.keep_weights, self.weights = False, None
 
-    def forward(self, queries, keys, values, mask=None, *, need_weights: bool = False):
-        self._check("queries", queries)
+    def forward(self, queries, keys, values, mask=None):
         k, v = self.project_kv(keys, values)
-        return self.attend_kv(queries, k, v, mask, need_weights=need_weights)
+        return self.attend_kv(queries, k, v, mask)
 
     def project_kv(self, keys, values):
         """Keys and values projected and split into heads: two (B, H, Tk, Dh) tensors.
@@ -57,34 +60,35 @@ class MultiHeadAttention(nn.Module):
         A decoder can keep these (a KV cache) instead of re-projecting old positions
         each step.
         """
-        self._check("keys", keys), self._check("values", values)
-        if keys.shape[1] != values.shape[1]:
-            raise ValueError(
-                f"keys and values need the same length, got {keys.shape[1]} and "
-                f"{values.shape[1]}"
-            )
         return split_heads(self.W_k(keys), self.n_heads), split_heads(
             self.W_v(values), self.n_heads
         )
 
-    def attend_kv(self, queries, k, v, mask=None, *, need_weights: bool = False):
+    def attend_kv(self, queries, k, v, mask=None):
         """Attention of (B, Tq, D) queries over already projected (B, H, Tk, Dh) keys
         and values."""
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk): same for all heads
         q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
+        dropout = self.dropout if self.training else 0.0
         out, weights = attend(
-            q,
-            k,
-            v,
-            mask,
-            dropout=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
-        )  # (B, H, Tq, Dh)
-        return self.W_o(merge_heads(out)), weights  # (B, Tq, D)
+            q, k, v, mask, dropout=dropout, need_weights=self.keep_weights
+        )
+        if self.keep_weights:
+            self.weights = weights  # (B, H, Tq, Tk)
+        return self.W_o(merge_heads(out))  # (B, Tq, D)
 
-    def _check(self, name, t):
-        if t.dim() != 3 or t.shape[-1] != self.d_model:
-            raise ValueError(
-                f"{name} must be (B, T, {self.d_model}), got {tuple(t.shape)}"
-            )
+
+@contextmanager
+def kept_weights(model: nn.Module):
+    """`with kept_weights(model):` every `MultiHeadAttention` in `model` (or `model`
+    itself) keeps its weights, as the Annotated Transformer keeps `self.attn`, for a
+    figure; after the block they stay readable in each layer's `weights`."""
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    for layer in layers:
+        layer.keep_weights, layer.weights = True, None
+    try:
+        yield layers
+    finally:
+        for layer in layers:
+            layer.keep_weights = False

@@ -138,7 +138,7 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
         for name, note, color in layers:
             rows[name] = y
             box(x, y, f"{prefix}.blocks.0.{name}", note, color)
-            if name.startswith("res_"):  # residual: from the sublayer's input
+            if name.startswith("norm"):  # residual: from the sublayer's input
                 ax.plot([x - width / 2 - 0.15] * 2, [y - 1.2, y], color="0.55", lw=1)
                 ax.plot(
                     [x - width / 2 - 0.15, x], [y - 1.2, y - 1.2], color="0.55", lw=1
@@ -178,9 +178,9 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
         "English token ids (B, S)",
         [
             ("self_attn", "self-attention over the source, padding masked", "#cfe0f5"),
-            ("res_attn", "add the input, then LayerNorm", "#e8e8e8"),
+            ("norm1", "add the input, then this LayerNorm", "#e8e8e8"),
             ("ffn", "Linear -> ReLU -> Linear, per position", "#d5ecd4"),
-            ("res_ffn", "add the input, then LayerNorm", "#e8e8e8"),
+            ("norm2", "add the input, then this LayerNorm", "#e8e8e8"),
         ],
         f"encoder.blocks: {n} x {type(model.encoder.blocks[0]).__name__}",
         0,
@@ -191,11 +191,11 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
         "French so far: <bos> y1 ... (B, T)",
         [
             ("self_attn", "masked self-attention (KV cache when decoding)", "#cfe0f5"),
-            ("res_self", "add the input, then LayerNorm", "#e8e8e8"),
+            ("norm1", "add the input, then this LayerNorm", "#e8e8e8"),
             ("cross_attn", "queries: French; keys, values: the memory", "#f5d0cf"),
-            ("res_cross", "add the input, then LayerNorm", "#e8e8e8"),
+            ("norm2", "add the input, then this LayerNorm", "#e8e8e8"),
             ("ffn", "Linear -> ReLU -> Linear, per position", "#d5ecd4"),
-            ("res_ffn", "add the input, then LayerNorm", "#e8e8e8"),
+            ("norm3", "add the input, then this LayerNorm", "#e8e8e8"),
         ],
         f"decoder.blocks: {len(model.decoder.blocks)} x "
         f"{type(model.decoder.blocks[0]).__name__}",

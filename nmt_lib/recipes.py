@@ -93,27 +93,9 @@ def train_rnn(
 
 
 # ---- from notebooks/07_transformer.ipynb ----
+from dataclasses import asdict
+
 from nmt_lib.transformer import Transformer, TransformerConfig
-
-
-# Settings added after the first models were cached, with their defaults: they join a
-# cache key only when changed, so the models cached before them are found again.
-LATER_SETTINGS = dict(
-    tie_embeddings=False,
-    positions="sinusoidal",
-    norm="layer",
-    ffn="relu",
-    kv_heads=None,
-)
-
-
-def key_settings(cfg) -> dict:
-    """A config's fields for a cache key (`cached_fit`), the later settings left out
-    while they keep their defaults."""
-    missing = object()
-    return {
-        k: v for k, v in cfg.__dict__.items() if LATER_SETTINGS.get(k, missing) != v
-    }
 
 
 def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.Adam:
@@ -152,7 +134,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
         )
 
     key = dict(
-        cfg=key_settings(cfg),
+        cfg=asdict(cfg),
         data=data.fingerprint(),
         epochs=epochs,
         lr=lr,

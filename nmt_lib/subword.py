@@ -23,7 +23,7 @@ def words_of(sentence: str) -> list[str]:
 
 
 class BPE:
-    """Merges learned by `learn_bpe`, applied in the order they were learned."""
+    """Learned merges, applied in the order they were learned."""
 
     def __init__(self, merges: list[tuple[str, str]]):
         self.merges = list(merges)
@@ -59,66 +59,66 @@ class BPE:
         return len(self.merges)
 
 
-def _pairs(symbols):
-    return zip(symbols, symbols[1:])
+def merge_pair(symbols: tuple, pair: tuple) -> tuple:
+    """`symbols` with each occurrence of `pair`, left to right, made one symbol."""
+    out, i = [], 0
+    while i < len(symbols):
+        if symbols[i : i + 2] == pair:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return tuple(out)
+
+
+def learn_bpe_simple(sentences, num_merges: int) -> BPE:
+    """Learn up to `num_merges` merges from `sentences`: count the adjacent pairs in
+    every word, merge the most frequent everywhere, repeat (ties: the shorter merged
+    piece, then alphabetical order)."""
+    words = Counter(tuple(w) for s in sentences for w in words_of(s))  # word -> count
+    merges = []
+    for _ in range(num_merges):
+        pairs = Counter()
+        for symbols, n in words.items():
+            for pair in zip(symbols, symbols[1:]):
+                pairs[pair] += n
+        if not pairs:  # every word is one symbol
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], len(p[0] + p[1]), p[0] + p[1], p))
+        merges.append(best)
+        words = Counter({merge_pair(w, best): n for w, n in words.items()})
+    return BPE(merges)
 
 
 def learn_bpe(sentences, num_merges: int) -> BPE:
-    """Learn up to `num_merges` merges from `sentences` (Sennrich et al., 2016).
-
-    Each step merges the adjacent pair of symbols that occurs most often in the corpus
-    (ties: the shorter merged piece, then alphabetical order, as SentencePiece breaks
-    them). Pair counts are kept up to date for the words a merge touches only, so a step
-    costs what it changes, not the corpus. Stops early when no pair is left.
-    """
-    if num_merges < 0:
-        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
-    counts = Counter(w for s in sentences for w in words_of(s))
-    if not counts:
-        raise ValueError("there are no sentences to learn merges from")
-    words = [list(w) for w in counts]  # each word as a list of symbols
-    freq = list(counts.values())
-    # pair -> occurrences, words holding it
-    pair_count, where = Counter(), defaultdict(set)
+    """`learn_bpe_simple`'s merges, faster: the pair counts are kept up to date for the
+    words a merge touches only, and the candidates wait in a heap (an entry whose count
+    has changed since it was pushed is skipped when popped)."""
+    counts = Counter(tuple(w) for s in sentences for w in words_of(s))
+    words, freq = list(counts), list(counts.values())
+    pair_count, where = Counter(), defaultdict(set)  # pair -> occurrences, words
     for i, symbols in enumerate(words):
-        for pair in _pairs(symbols):
+        for pair in zip(symbols, symbols[1:]):
             pair_count[pair] += freq[i]
             where[pair].add(i)
-    key = lambda pair: (
-        -pair_count[pair],
-        len(pair[0] + pair[1]),
-        pair[0] + pair[1],
-        pair,
-    )
+    key = lambda p: (-pair_count[p], len(p[0] + p[1]), p[0] + p[1], p)
     heap = [key(pair) for pair in pair_count]
     heapq.heapify(heap)
     merges = []
     while heap and len(merges) < num_merges:
         neg, _, _, pair = heapq.heappop(heap)
-        # stale entry: its count has changed since
-        if pair_count[pair] <= 0 or -neg != pair_count[pair]:
+        if -neg != pair_count[pair] or pair_count[pair] <= 0:  # a stale entry
             continue
         merges.append(pair)
-        merged, changed = pair[0] + pair[1], set()
+        changed = set()
         for i in list(where[pair]):
-            symbols = words[i]
-            for p in _pairs(symbols):  # take the word's pairs out ...
-                pair_count[p] -= freq[i]
-                where[p].discard(i)
-                changed.add(p)
-            out, j = [], 0
-            while j < len(symbols):
-                if j + 1 < len(symbols) and (symbols[j], symbols[j + 1]) == pair:
-                    out.append(merged)
-                    j += 2
-                else:
-                    out.append(symbols[j])
-                    j += 1
-            words[i] = out
-            for p in _pairs(out):  # ... and put the merged word's pairs back
-                pair_count[p] += freq[i]
-                where[p].add(i)
-                changed.add(p)
+            old, words[i] = words[i], merge_pair(words[i], pair)
+            for symbols, sign in ((old, -1), (words[i], +1)):  # out with the old pairs
+                for p in zip(symbols, symbols[1:]):  # and in with the new
+                    pair_count[p] += sign * freq[i]
+                    (where[p].add if sign > 0 else where[p].discard)(i)
+                    changed.add(p)
         for p in changed:
             if pair_count[p] > 0:
                 heapq.heappush(heap, key(p))

@@ -32,7 +32,7 @@ CHROMIUM = os.environ.get("NMT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 LAB_NOTEBOOK = "02_attention_pooling.ipynb"
-WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.widgets)
+WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.run.app)
 FREE_INPUT = "My sister forgot her umbrella at the station yesterday."
 
 if not Path(CHROMIUM).is_file():

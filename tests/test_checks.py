@@ -219,8 +219,8 @@ class MyBlock(nn.Module):
     def forward(self, x, memory, src_mask):
         mask = causal_mask(x.shape[1]) if self.causal else None
         src_mask = src_mask if self.use_src_mask else None
-        sublayers = [(self.norm1, lambda y: self.self_attn(y, y, y, mask)[0]),
-                     (self.norm2, lambda y: self.cross_attn(y, memory, memory, src_mask)[0]),
+        sublayers = [(self.norm1, lambda y: self.self_attn(y, y, y, mask)),
+                     (self.norm2, lambda y: self.cross_attn(y, memory, memory, src_mask)),
                      (self.norm3, self.ffn)]
         for norm, f in sublayers:
             x = norm(x + f(x)) if self.post_norm else x + f(norm(x))
@@ -242,7 +242,7 @@ def cache_step(attn, y, past_k, past_v, *, prepend=False, only_new=False):
     if past_k is not None and not only_new:
         k, v = (torch.cat([k, past_k], 2), torch.cat([v, past_v], 2)) if prepend else \
                (torch.cat([past_k, k], 2), torch.cat([past_v, v], 2))
-    return attn.attend_kv(y, k, v)[0], k, v
+    return attn.attend_kv(y, k, v), k, v
 
 
 def test_check_kv_cache_step():
@@ -254,7 +254,7 @@ def test_check_kv_cache_step():
 
     def forgets_the_cache_in_attention(attn, y, past_k, past_v):
         out, k, v = cache_step(attn, y, past_k, past_v)
-        return attn.attend_kv(y, *attn.project_kv(y, y))[0], k, v
+        return attn.attend_kv(y, *attn.project_kv(y, y)), k, v
     assert "step 2 (1 cached positions): the output: the new position attends over the cached keys" in one_line(
         check_kv_cache_step, forgets_the_cache_in_attention)
 

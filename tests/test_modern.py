@@ -1,31 +1,29 @@
-"""Chapter 12's switches: RoPE's relative property, the KV cache under RoPE and GQA, RMSNorm against
-PyTorch's, equal parameter counts, the configuration's checks, the command line, and the graders."""
+"""Chapter 12's parts: RoPE's relative property, the KV cache under RoPE and GQA, RMSNorm against
+PyTorch's, equal parameter counts, the switches' checks, the command line, and the graders."""
 import pytest
 import torch
 from torch import nn
 
-from nmt_lib import modern
 from test_checks import one_line                          # the graders' one-sentence message
 from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.modern import (DecoderOnlyTranslator, GroupedQueryAttention, RMSNorm, SwiGLU, cache_bytes, d_ff_for,
-                            rotate, swiglu_width)
+from nmt_lib.modern import (DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes,
+                            d_ff_for, rotate, swiglu_width)
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
-from nmt_lib.recipes import key_settings
 from nmt_lib.run import cli
 from nmt_lib.run.checkpoint import load_checkpoint
-from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig, make_attention
+from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
 
-MODERN = dict(norm_first=True, norm="rms", ffn="swiglu", positions="rope", kv_heads=2)
+MODERN = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
 
 
-def tiny(**switches):
+def tiny(norm_first=False, **switches):
     torch.manual_seed(0)
-    cfg = TransformerConfig(20, 30, **{"d_model": 32, "n_heads": 4, "d_ff": 48, "n_layers": 2, **switches})
-    return Transformer(cfg).eval()
+    cfg = TransformerConfig(20, 30, d_model=32, n_heads=4, d_ff=48, n_layers=2, norm_first=norm_first)
+    return Transformer(cfg, ModernParts(**switches)).eval()
 
 
 def test_rope_scores_depend_only_on_the_distance():
@@ -46,19 +44,19 @@ def test_rope_is_chapter_6s_rotation_and_start_is_the_position():
         rotate(torch.randn(1, 2, 5))
 
 
-def test_rms_norm_is_pytorchs_and_the_model_uses_pytorchs():
+def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
     x = torch.randn(3, 4, 10) * 2 + 1
     ours, theirs = RMSNorm(10), nn.RMSNorm(10, eps=1e-6)
     with torch.no_grad():
         ours.weight.uniform_(0.5, 2)
         theirs.weight.copy_(ours.weight)
     torch.testing.assert_close(ours(x), theirs(x))
-    model = tiny(norm="rms", norm_first=True)
-    norms = [m for m in model.modules() if isinstance(m, (nn.RMSNorm, nn.LayerNorm))]
-    assert norms and all(isinstance(m, nn.RMSNorm) for m in norms)
+    model = tiny(rms=True, norm_first=True)
+    norms = [m for m in model.modules() if isinstance(m, (RMSNorm, nn.LayerNorm))]
+    assert len(norms) == 2 * 2 + 2 * 3 + 2 and all(isinstance(m, RMSNorm) for m in norms)
 
 
-@pytest.mark.parametrize("switches", [dict(positions="rope"), dict(kv_heads=1), MODERN])
+@pytest.mark.parametrize("switches", [dict(rope=True), dict(kv_heads=1), dict(norm_first=True, **MODERN)])
 def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
     model = tiny(**switches)
     src, src_len = torch.randint(3, 20, (3, 6)), torch.tensor([6, 4, 2])
@@ -79,11 +77,12 @@ def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
     mha, gqa = MultiHeadAttention(32, 4).eval(), GroupedQueryAttention(32, 4, kv_heads=4).eval()
     gqa.load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 32)
-    torch.testing.assert_close(gqa(x, x, x)[0], mha(x, x, x)[0])
+    torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
     k, v = GroupedQueryAttention(32, 4, kv_heads=1).project_kv(x, x)
     assert k.shape == v.shape == (2, 1, 5, 8)
-    cfg = TransformerConfig(10, 10, d_model=32, n_heads=4, kv_heads=4)
-    assert type(make_attention(cfg, self_attention=True)) is MultiHeadAttention     # the 2017 module
+    block = tiny(kv_heads=4).encoder.blocks[0]
+    assert type(block.self_attn) is MultiHeadAttention     # the 2017 module
+    assert all(type(m) is not GroupedQueryAttention for m in tiny(swiglu=True, rms=True).modules())
 
 
 def test_the_kv_cache_shrinks_with_the_kv_heads():
@@ -100,36 +99,18 @@ def test_swiglu_and_d_ff_for_match_the_parameter_count():
     for D, F in [(128, 512), (256, 768), (64, 100)]:
         relu, glu = num_parameters(PositionWiseFFN(D, F)), num_parameters(SwiGLU(D, swiglu_width(D, F)))
         assert abs(glu / relu - 1) < 0.01
-    build = lambda **kw: Transformer(TransformerConfig(300, 400, **{"d_model": 64, "n_heads": 4, "n_layers": 2,
-                                                                     "d_ff": 256, **kw}))
+    build = lambda d_ff=256, **kw: Transformer(TransformerConfig(300, 400, d_model=64, n_heads=4, n_layers=2,
+                                                                 d_ff=d_ff), ModernParts(**kw))
     target = num_parameters(build())
-    for switches in [dict(kv_heads=1), dict(ffn="swiglu"), MODERN]:
+    for switches in [dict(kv_heads=1), dict(swiglu=True), MODERN]:
         f = d_ff_for(lambda d: build(**switches, d_ff=d), target)
         assert abs(num_parameters(build(**switches, d_ff=f)) / target - 1) < 0.02
 
 
-def test_a_config_that_cannot_work_is_refused_in_one_line():
-    for wrong, message in [(dict(kv_heads=3), "must divide n_heads"), (dict(kv_heads=0), "must divide"),
-                           (dict(positions="alibi"), "positions must be sinusoidal or rope"),
-                           (dict(norm="batch"), "norm must be"), (dict(ffn="gelu"), "ffn must be")]:
-        with pytest.raises(ValueError, match=message):
-            TransformerConfig(10, 10, **wrong)
-    with pytest.raises(ValueError, match="must divide"):
-        LMConfig(10, kv_heads=3)
-
-
-def test_an_unregistered_variant_names_chapter_12(monkeypatch):
-    from nmt_lib import transformer
-    monkeypatch.setattr(transformer, "MODERN", {})
-    with pytest.raises(ValueError, match="import nmt_lib.modern"):
-        tiny(ffn="swiglu")
-
-
-def test_the_cache_keys_of_the_paper_model_are_unchanged():
-    cfg = TransformerConfig(2701, 4055, d_model=128, n_heads=4, d_ff=512, n_layers=2)
-    assert set(key_settings(cfg)) == {"src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers",
-                                      "dropout", "max_len", "pad_id", "norm_first"}
-    assert key_settings(TransformerConfig(10, 10, positions="rope"))["positions"] == "rope"
+def test_key_value_heads_that_cannot_work_are_refused_in_one_line():
+    for kv_heads in (3, 0):
+        with pytest.raises(ValueError, match="must divide n_heads"):
+            tiny(kv_heads=kv_heads)
 
 
 def test_the_command_line_trains_and_loads_a_modern_model(tmp_path, de_corpus, capsys):
@@ -137,12 +118,12 @@ def test_the_command_line_trains_and_loads_a_modern_model(tmp_path, de_corpus, c
     status = cli.main(["train", "--data", str(de_corpus), "--d-model", "16", "--heads", "4", "--d-ff", "24",
                        "--layers", "1", "--max-tokens", "80", "--tokens-per-update", "100", "--warmup", "2",
                        "--min-freq", "1", "--progress", "none", "--max-steps", "2", "--out", str(out),
-                       "--norm-first", "--norm", "rms", "--ffn", "swiglu", "--positions", "rope", "--kv-heads", "2"])
+                       "--norm-first", "--rms", "--swiglu", "--rope", "--kv-heads", "2"])
     assert status == 0, capsys.readouterr().err
     ckpt = load_checkpoint(out, device="cpu")
-    cfg = ckpt.model.cfg
-    assert (cfg.norm, cfg.ffn, cfg.positions, cfg.kv_heads, cfg.norm_first) == ("rms", "swiglu", "rope", 2, True)
+    assert ckpt.model.cfg.norm_first and ckpt.model.parts == ModernParts(**MODERN)
     assert isinstance(ckpt.model.encoder.blocks[0].self_attn, GroupedQueryAttention)
+    assert isinstance(ckpt.model.encoder.blocks[0].norm1, RMSNorm)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:                  # argparse's usage error: status 2, one line
         cli.main(["train", "--data", str(de_corpus), "--kv-heads", "3", "--out", str(tmp_path / "x.pt")])
@@ -153,7 +134,8 @@ def test_the_command_line_trains_and_loads_a_modern_model(tmp_path, de_corpus, c
 
 def test_the_decoder_only_translator_reads_english_then_french():
     torch.manual_seed(0)
-    lm = DecoderOnlyLM(LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, **MODERN))
+    lm = DecoderOnlyLM(LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, norm_first=True),
+                       ModernParts(**MODERN))
     translator = DecoderOnlyTranslator(lm, offset=12).eval()
     src = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
     src_len = torch.tensor([4, 2])
@@ -228,8 +210,3 @@ def test_check_kv_sharing_names_repeat_and_reports_an_exception_as_its_case():
 
     assert one_line(check_kv_sharing, crashes_with_a_long_message).endswith(
         "TypeError: first line (your line: raise TypeError(\"first line\\nsecond line\"))")
-
-
-def test_modern_registers_its_modules():
-    from nmt_lib.transformer import MODERN as table
-    assert table["swiglu"] is modern.SwiGLU and callable(table["attention"])

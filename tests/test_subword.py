@@ -12,7 +12,7 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.run.inference import copy_unknowns, count_unknowns
-from nmt_lib.subword import MARK, SubwordVocab, learn_bpe
+from nmt_lib.subword import MARK, SubwordVocab, learn_bpe, learn_bpe_simple
 from nmt_lib.text import SPECIALS, Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
@@ -45,12 +45,15 @@ def test_bpe_round_trip_is_exact_even_with_odd_spacing_and_unseen_characters():
     assert len(bpe.encode("chantons")) < len("chantons")         # learned pieces shorten known words
 
 
-def test_bpe_stops_when_no_pair_is_left_and_rejects_bad_input():
-    assert len(learn_bpe(["ab"], 10)) == 2                      # '▁a', then '▁ab': nothing more to merge
-    with pytest.raises(ValueError, match="no sentences"):
-        learn_bpe([], 10)
-    with pytest.raises(ValueError, match="num_merges"):
-        learn_bpe(["a b"], -1)
+@pytest.mark.parametrize("learn", [learn_bpe, learn_bpe_simple])
+def test_bpe_stops_when_no_pair_is_left(learn):
+    assert len(learn(["ab"], 10)) == 2                          # '▁a', then '▁ab': nothing more to merge
+    assert len(learn([], 10)) == 0
+
+
+def test_the_incremental_bpe_learns_the_simple_ones_merges_in_order():
+    lines = corpus_lines() + ["aaaa aaa", "abab ab"]             # overlapping pairs are merged left to right
+    assert learn_bpe(lines, 300).merges == learn_bpe_simple(lines, 300).merges
 
 
 def test_from_scratch_bpe_and_sentencepiece_learn_the_same_merges_and_segmentations():

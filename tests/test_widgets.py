@@ -1,13 +1,13 @@
-"""nmt_lib.widgets (explore, draw_attention, TranslatorApp, static_views) and chapter 8's beam_trace,
+"""nmt_lib.run.app (explore, draw_attention, TranslatorApp, static_views) and chapter 8's beam_trace,
 on a small untrained Transformer."""
 import pytest
 import torch
 
-from nmt_lib.decoding import beam_search, translate
+from nmt_lib.decoding import beam_search, greedy_decode, sequence_scores, translate
 from nmt_lib.evaluation import beam_trace, trace_path
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
-from nmt_lib.widgets import KINDS, TranslatorApp, draw_attention, explore, static_views
+from nmt_lib.run.app import KINDS, TranslatorApp, draw_attention, explore, static_views
 
 EN = ["i am cold .", "he is here .", "we are in the house .", "go !", "i like big cats ."]
 FR = ["j'ai froid .", "il est ici .", "nous sommes dans la maison .", "va !", "j'aime les gros chats ."]
@@ -106,18 +106,14 @@ def test_static_views_need_no_javascript(tiny):
     assert page.count(" checked") == 2                                # one tab open per sentence
 
 
-def beam_trace_best(nodes, eos_id: int) -> list:
-    """The best finished hypothesis of a traced search, before the greedy safeguard."""
-    best = max((i for i, n in enumerate(nodes) if n.get("final")), key=lambda i: nodes[i]["score"])
-    return [t for t in trace_path(nodes, best)[1:] if t != eos_id]
-
-
-def test_beam_trace_is_the_search_beam_search_runs(tiny):
+def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny):
+    """One beam search, no fallback: its answer is the best finished beam of the tree it searched, also on the
+    sentences where greedy decoding finds a translation the model scores higher."""
     _, src, tgt = tiny
-    torch.manual_seed(5)                  # an untrained model on which the greedy safeguard decides some sentences
+    torch.manual_seed(5)                  # an untrained model on which a small beam loses greedy's hypothesis
     model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2)).eval()
     kw = dict(bos_id=tgt.bos_id, eos_id=tgt.eos_id)
-    fell_back = 0
+    greedy_higher = 0
     for beam_size in (2, 3):
         for sentence in EN:
             ids = src[sentence.split()] + [src.eos_id]
@@ -125,9 +121,14 @@ def test_beam_trace_is_the_search_beam_search_runs(tiny):
             best, nodes = beam_trace(model, ids, beam_size=beam_size, max_len=12, **kw)
             assert sum(bool(n.get("final")) for n in nodes) == beam_size
             assert all(n["parent"] is None or nodes[n["parent"]]["step"] == n["step"] - 1 for n in nodes)
+            winner = max((i for i, n in enumerate(nodes) if n.get("final")), key=lambda i: nodes[i]["score"])
+            assert best == [t for t in trace_path(nodes, winner)[1:] if t != tgt.eos_id]
             assert best == beam_search(model, s, s_len, beam_size=beam_size, max_len=12, **kw).tokens[0]
-            fell_back += best != beam_trace_best(nodes, tgt.eos_id)
-    assert fell_back, "no sentence exercised the greedy safeguard; the test would not see it missing"
+            greedy = greedy_decode(model, s, s_len, max_len=12, **kw).tokens
+            ended = lambda h: [(h[0], len(h[0]) < 12)]
+            greedy_higher += bool(sequence_scores(model, s, s_len, ended(greedy), **kw)
+                                  > sequence_scores(model, s, s_len, ended([best]), **kw) + 1e-5)
+    assert greedy_higher, "no sentence where greedy scores higher: the test would not see a fallback"
 
 
 def test_explore_takes_any_text_with_a_subword_model():
@@ -144,7 +145,7 @@ def test_explore_takes_any_text_with_a_subword_model():
 def test_the_translation_line_shows_subword_pieces_as_words():
     import re
 
-    from nmt_lib.widgets import Exploration, hover_html
+    from nmt_lib.run.app import Exploration, hover_html
 
     src = ["▁The", "▁children", "▁play", "ed", "<eos>"]
     out = ["▁Les", "▁enfants", "▁jou", "aient", ".", "<eos>"]

@@ -29,13 +29,11 @@ def check_split_merge(split, merge) -> str:
     return "split and merge: right in all 3 cases"
 
 
-def load_course_weights(case: str, mine, course: nn.Module, *, rename: dict | None = None):
+def load_course_weights(case: str, mine, course: nn.Module):
     """Load the course module's weights into the learner's `mine`, or say which names or shapes do not fit."""
     if not isinstance(mine, nn.Module):
         raise CheckFailed(f"{case}: expected an nn.Module, got {type(mine).__name__}")
     state = course.state_dict()
-    for old, new in (rename or {}).items():
-        state = {(new + k[len(old):] if k.startswith(old + ".") else k): v for k, v in state.items()}
     try:
         loaded = mine.load_state_dict(state, strict=False)
     except RuntimeError as e:
@@ -55,7 +53,7 @@ def output_of(got):
 
 def _multihead(course, q, k, v, mask, *, scale=None, split="view", out_proj=True):
     """The course's multi-head attention with its weights, or a usual mistake in it."""
-    H, D = course.n_heads, course.d_model
+    H, D = course.n_heads, course.W_q.in_features
     heads = ((lambda x: x.view(x.shape[0], x.shape[1], H, D // H).transpose(1, 2)) if split == "view" else
              (lambda x: x.reshape(x.shape[0], H, x.shape[1], D // H)))
     qh, kh, vh = heads(course.W_q(q)), heads(course.W_k(k)), heads(course.W_v(v))
@@ -87,7 +85,7 @@ def check_multihead(cls) -> str:
     }
     for case, (q, k, v, mask) in cases.items():
         q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-        expected = course(q, k, v, mask)[0]
+        expected = course(q, k, v, mask)
         got = output_of(learner_call(case, mine, q, k, v, mask))
         with torch.no_grad():
             mistakes = {
@@ -96,7 +94,7 @@ def check_multihead(cls) -> str:
                 SPLIT_MISTAKE: _multihead(course, q, k, v, mask, split="reshape"),
                 "the merged heads go through the output projection W_o": _multihead(course, q, k, v, mask,
                                                                                    out_proj=False),
-                "the mask was not applied: masked keys must get weight 0": course(q, k, v)[0],
+                "the mask was not applied: masked keys must get weight 0": course(q, k, v),
             }
         named_mistake(f"{case}: the output", got, expected.detach(), mistakes)
         if not torch.as_tensor(got).requires_grad:
@@ -141,18 +139,17 @@ def check_decoder_block(cls) -> str:
     each as x + sublayer(norm(x)). Its parts are named self_attn, cross_attn (chapter 5's MultiHeadAttention),
     ffn (chapter 7's PositionWiseFFN) and norm1, norm2, norm3 (nn.LayerNorm), so the course's weights load."""
     from nmt_lib.attention import causal_mask, lens_to_mask
-    from nmt_lib.transformer import DecoderBlock, TransformerConfig  # chapter 7's
+    from nmt_lib.transformer import DecoderBlock, Parts, TransformerConfig  # chapter 7's
 
     torch.manual_seed(0)
     cfg = TransformerConfig(10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0, norm_first=True)
-    course = DecoderBlock(cfg).eval()
+    course = DecoderBlock(cfg, Parts()).eval()
     with torch.no_grad():                                           # norms that are not the identity
-        for norm in (course.res_self.norm, course.res_cross.norm, course.res_ffn.norm):
+        for norm in (course.norm1, course.norm2, course.norm3):
             norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-0.3, 0.3)
     mine = learner_call("building cls(16, 4, 32)", cls, 16, 4, 32)
-    rename = {"res_self.norm": "norm1", "res_cross.norm": "norm2", "res_ffn.norm": "norm3"}
-    load_course_weights("cls(16, 4, 32)", mine, course, rename=rename)
-    post = DecoderBlock(TransformerConfig(10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0)).eval()
+    load_course_weights("cls(16, 4, 32)", mine, course)
+    post = DecoderBlock(TransformerConfig(10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0), Parts()).eval()
     post.load_state_dict(course.state_dict())
 
     def reference(block, x, memory, src_mask, *, causal=True):
@@ -202,7 +199,7 @@ def check_kv_cache_step(fn) -> str:
     attn = MultiHeadAttention(16, 4).eval()
     gen = torch.Generator().manual_seed(1)
     ys = torch.randn(2, 4, 16, generator=gen)
-    full = attn(ys, ys, ys, torch.ones(4, 4, dtype=torch.bool).tril())[0]     # recomputing every position
+    full = attn(ys, ys, ys, torch.ones(4, 4, dtype=torch.bool).tril())        # recomputing every position
     past, cases = None, []
     for t in range(4):
         case = f"step {t + 1} ({t} cached positions)"
@@ -210,7 +207,9 @@ def check_kv_cache_step(fn) -> str:
         y = ys[:, t : t + 1]
         with torch.no_grad():
             got = parts(case, learner_call(case, fn, attn, y.clone(), *(past or (None, None))), ("output", "k", "v"))
-            out, _, (k, v) = cached_self_attention(attn, y, past, None)
+            kv = []
+            out = cached_self_attention(attn, y, past, None, kv)
+            k, v = kv
             new_k, new_v = attn.project_kv(y, y)
             if past is not None:
                 mistakes = {"the new key goes after the cached ones: append along the time axis, dim 2":
@@ -219,7 +218,7 @@ def check_kv_cache_step(fn) -> str:
                 named_mistake(f"{case}: the keys", got[1], k, mistakes)
                 named_mistake(f"{case}: the values", got[2], v, {"return the values of all positions so far "
                                                                  "(the cache plus the new one)": new_v})
-                only_new = attn.attend_kv(y, new_k, new_v)[0]
+                only_new = attn.attend_kv(y, new_k, new_v)
                 named_mistake(f"{case}: the output", got[0], out, {"the new position attends over the cached keys "
                                                                    "and values and its own, not its own alone":
                                                                    only_new})

@@ -1,7 +1,6 @@
 """Checkpoints: one file with everything needed to translate with, evaluate or resume a Transformer,
 written all at once (`nmt_lib.base.cache.atomic_save`) and read without running any code."""
 import pickle
-import re
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
@@ -14,16 +13,13 @@ from nmt_lib.base.device import default_device
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.tokenizers import BY_KIND
 from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
+from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
-import nmt_lib.modern  # noqa: F401  chapter 12's modules, which a checkpoint's config may name
 
-CHECKPOINT_FORMAT = "nmt-course-checkpoint/1"
+CHECKPOINT_FORMAT = "nmt-course-checkpoint/2"
 PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,
               "space_before": PUNCTUATION, "odd_spaces": sorted(ODD_SPACES)}
 RAW = {"function": "nmt_lib.run.corpus.unify_spaces", "lowercase": False, "odd_spaces": sorted(ODD_SPACES)}
-
-
-SUBWORD_PIECE = re.compile(r"\u2581|<0x[0-9A-F]{2}>$")   # SentencePiece's word start, its byte pieces
 
 
 class CheckpointError(ValueError):
@@ -35,16 +31,33 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
     """Write everything needed to translate with, or resume, `model` into one file, atomically.
 
     `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler; `scaler` the fp16 loss
-    scaler (its scale and growth tracker), if it has one."""
+    scaler (its scale and growth tracker), if it has one. Which model it is: the config, and `parts`,
+    chapter 12's switches (None: chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
     return atomic_save({
-        "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "state_dict": model.state_dict(),
+        "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "parts": parts_state(model.parts),
+        "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
         "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
         "data": dict(data), "preprocess": RAW if keeps_case(data) else PREPROCESS,
         "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
     }, path)
+
+
+def parts_state(parts) -> dict | None:
+    """What a checkpoint records of a model's parts: None for chapter 7's, else `ModernParts`' switches."""
+    return asdict(parts) if isinstance(parts, ModernParts) else None
+
+
+def check_parts(state, path) -> ModernParts | None:
+    """The parts a checkpoint records, rebuilt; `CheckpointError` if they are damaged."""
+    if state is None:
+        return None
+    wrong = ["not a mapping"] if not isinstance(state, dict) else field_errors(state, ModernParts)
+    if wrong:
+        raise CheckpointError(f"{path}: its parts are damaged ({'; '.join(wrong[:3])})")
+    return ModernParts(**state)
 
 
 def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
@@ -60,12 +73,6 @@ def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
     """The checkpoint's (source, target) tokenizers, one object if they were shared; `CheckpointError`
     if unusable."""
     tokenizer = payload.get("tokenizer")
-    if tokenizer is None:                                            # checkpoints before chapter 8b: words
-        pieces = [t for t in payload["tgt_vocab"] if isinstance(t, str) and SUBWORD_PIECE.match(t)]
-        if pieces:
-            raise CheckpointError(f"{path} has no tokenizer entry, yet its vocabulary holds subword pieces "
-                                  f"({', '.join(pieces[:2])}): the SentencePiece model that reads them is missing")
-        tokenizer = {"kind": "word"}
     try:
         kind = tokenizer.get("kind")
         if kind not in BY_KIND:
@@ -130,12 +137,10 @@ def first_line(e: Exception) -> str:
     return text.splitlines()[0].split(". ")[0] if text else type(e).__name__
 
 
-def check_config(config, path) -> TransformerConfig:
-    """The checkpoint's model config, its types checked field by field and its size by arithmetic."""
+def check_config(config, parts, path) -> TransformerConfig:
+    """The checkpoint's model config, its types checked field by field, and its size (with `parts`)."""
     if not isinstance(config, dict):
         raise CheckpointError(f"{path} has an unusable config: a {type(config).__name__}, not a mapping")
-    if "fast_dropout" in config:                # a checkpoint from before the switch moved to the trainer
-        config = {k: v for k, v in config.items() if k != "fast_dropout"}
     wrong = field_errors(config, TransformerConfig)
     if wrong:
         raise CheckpointError(f"{path} has an unusable config: {'; '.join(wrong[:3])}")
@@ -144,13 +149,13 @@ def check_config(config, path) -> TransformerConfig:
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path} has an unusable config: {e}") from None
     try:
-        check_model_size(config, training=False, what=f"the model {path} describes")
+        check_model_size(config, parts=parts, training=False, what=f"the model {path} describes")
     except ValueError as e:
         raise CheckpointError(str(e)) from None
     return cfg
 
 
-def check_weights(state, cfg: TransformerConfig, path):
+def check_weights(state, cfg: TransformerConfig, parts, path):
     """Dense floating-point tensors with the shapes the config implies, every value finite."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: its state_dict is a {type(state).__name__}, not a mapping of names to tensors")
@@ -158,7 +163,7 @@ def check_weights(state, cfg: TransformerConfig, path):
     if odd:
         raise CheckpointError(f"{path}: its weights must be dense floating-point tensors, unlike {', '.join(odd[:3])}")
     with torch.device("meta"):                 # the shapes the config implies, without allocating any memory
-        expected = {name: tuple(t.shape) for name, t in Transformer(cfg).state_dict().items()}
+        expected = {name: tuple(t.shape) for name, t in Transformer(cfg, parts).state_dict().items()}
     found = {name: tuple(t.shape) for name, t in state.items()}
     if found != expected:
         wrong = sorted(set(found) ^ set(expected)) or [n for n in expected if found[n] != expected[n]]
@@ -187,12 +192,16 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
     every field checked as `load_checkpoint` says."""
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        if isinstance(found, str) and found.startswith(CHECKPOINT_FORMAT.split("/")[0] + "/"):
+            raise CheckpointError(f"{path} was written by an older version of the course (format {found!r}, this "
+                                  f"one reads {CHECKPOINT_FORMAT!r}): train it again")
         raise CheckpointError(f"{path} is not a course checkpoint: format {found!r}, "
                               f"expected {CHECKPOINT_FORMAT!r}")
     missing = [k for k in ("config", "state_dict", "src_vocab", "tgt_vocab", "data") if k not in payload]
     if missing:
         raise CheckpointError(f"{path} lacks {', '.join(missing)}")
-    cfg = check_config(payload["config"], path)
+    parts = check_parts(payload.get("parts"), path)
+    cfg = check_config(payload["config"], parts, path)
     for side in ("src_vocab", "tgt_vocab"):
         tokens = payload[side]
         if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
@@ -214,7 +223,7 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
         raise CheckpointError(f"{path}: vocabularies of {len(src_vocab)} and {len(tgt_vocab)} tokens do not "
                               f"match the config's {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")
     state = payload["state_dict"]
-    check_weights(state, cfg, path)
-    model = Transformer(cfg).to(device)
+    check_weights(state, cfg, parts, path)
+    model = Transformer(cfg, parts).to(device)
     model.load_state_dict(state)
     return Checkpoint(model.eval(), src_vocab, tgt_vocab, payload)

@@ -30,6 +30,7 @@ from nmt_lib.loop import PROGRESS, TrainingDiverged
 from nmt_lib.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.run.trainer import RunSettings, check_progress, full_fit, held_out_line
+from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 FAST = {"fast_dropout": True, "loss": "sliced", "fused_adam": True,   # chapter 10's switches, on in the tools,
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "every 30 s in a log file (auto)")
     add_settings(t, CorpusSettings)
     add_settings(t, TransformerConfig, FAST)
+    add_settings(t, ModernParts)
     add_settings(t, RunSettings, FAST)
 
     tr = sub.add_parser("translate", help="translate English lines from stdin to French on stdout",
@@ -96,30 +98,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def new_settings(args, parser) -> tuple[RunSettings, dict, dict]:
+def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
     """The settings of a run that starts now, checked before anything is read, written or locked."""
     try:
         settings = RunSettings(**given(args, RunSettings, FAST))
         model_options = given(args, TransformerConfig, FAST)
+        parts = ModernParts(**given(args, ModernParts))
         smallest = TransformerConfig(1, 1, **model_options)          # check the sizes before reading the corpus
-        check_model_size(asdict(smallest), training=True, hint=SIZE_HINT)
+        check_model_size(asdict(smallest), parts=parts, training=True, hint=SIZE_HINT)
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
         if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
             raise ValueError("--tie-embeddings needs --shared-vocab: one matrix can only serve one vocabulary")
     except (TypeError, ValueError) as e:
         parser.error(str(e))
-    return settings, model_options, corpus_options
+    return settings, model_options, corpus_options, parts
 
 
-def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, device):
+def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, parts: ModernParts, device):
     """The corpus and a fresh model for a run that starts now."""
     say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
     cfg = TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options)
-    check_model_size(asdict(cfg), training=True, hint=SIZE_HINT)     # with the vocabularies' real sizes
+    check_model_size(asdict(cfg), parts=parts, training=True, hint=SIZE_HINT)     # with the vocabularies' real sizes
     torch.manual_seed(settings.seed)
-    model = Transformer(cfg)
+    model = Transformer(cfg, parts)
     return settings, corpus, model.to(device)          # initialised on the CPU: the same weights on any device
 
 
@@ -136,8 +139,8 @@ def saved_settings(resume: dict) -> dict:
 def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only RESUMABLE may)."""
     differ = []
-    for cls, stored in ((TransformerConfig, resume["config"]), (RunSettings, saved_train),
-                        (CorpusSettings, resume["data"])):
+    for cls, stored in ((TransformerConfig, resume["config"]), (ModernParts, resume.get("parts") or {}),
+                        (RunSettings, saved_train), (CorpusSettings, resume["data"])):
         for f in fields(cls):
             value = given(args, cls).get(f.name, stored.get(f.name))
             if f.name not in RESUMABLE + ("path",) and value != stored.get(f.name):

@@ -19,7 +19,7 @@ from nmt_lib.base.device import default_device
 MODELS = Path(__file__).resolve().parent.parent.parent / "models"      # the repository's models/ folder
 PUBLISHED = "tatoeba-en-fr"                                            # the folder of the shipped model
 FORMAT = "nmt-course-published/1"
-KEPT = ("config", "src_vocab", "tgt_vocab", "data", "preprocess")       # what a published folder keeps
+KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data", "preprocess")   # what a published folder keeps
 
 
 def export_model(checkpoint, folder, *, card: str, dtype: torch.dtype = torch.float16) -> Path:

@@ -1,4 +1,4 @@
-"""What a Transformer costs before it exists: its parameters counted from the config by arithmetic, the
+"""What a Transformer costs before it exists: its parameters counted on a model built on the meta device, the
 memory they take, and the ceilings the tools hold to (parameters, and layers). A size typed by mistake (`--d-model 1000000`) or
 read from a crafted checkpoint (`n_layers = 10**7`) is refused in one line, before any memory is taken.
 """
@@ -6,27 +6,23 @@ import os
 from dataclasses import fields
 from typing import get_args, get_type_hints
 
+import torch
+
+from nmt_lib.model_helpers import num_parameters
+from nmt_lib.transformer import Transformer, TransformerConfig
+
 MAX_PARAMETERS = 1_000_000_000        # the tools' ceiling: 4 GB of fp32 weights, about 16 GB to train
 MAX_LAYERS = 1_000                    # each block costs Python objects (about 200 KB) whatever its width
+MAX_POSITIONS = 65_536                # far beyond any sentence of the course
 BYTES_TO_TRAIN = 16                   # per parameter: fp32 weights, gradients and Adam's two moments
 BYTES_TO_RUN = 4                      # per parameter: fp32 weights
 
 
-def transformer_parameters(d_model: int, d_ff: int, n_layers: int, src_vocab_size: int, tgt_vocab_size: int,
-                           n_heads: int = 4, norm_first: bool = False, tie_embeddings: bool = False,
-                           norm: str = "layer", ffn: str = "relu", kv_heads: int | None = None, **_) -> int:
-    """The number of parameters of `Transformer(TransformerConfig(...))`, counted as chapter 7 builds it,
-    with chapter 12's switches (Python integers: no overflow, whatever the sizes)."""
-    D, F = d_model, d_ff
-    kv = (kv_heads or n_heads) * (D // n_heads)                    # width of W_k and W_v
-    attention = 2 * (D * D + D) + 2 * (D * kv + kv)                 # W_q, W_o; W_k, W_v; with biases
-    ffn_params = 3 * D * F if ffn == "swiglu" else D * F + F + F * D + D   # SwiGLU has no biases
-    norm_params = D if norm == "rms" else 2 * D                     # RMSNorm: a gain, no bias
-    encoder_block = attention + ffn_params + 2 * norm_params
-    decoder_block = 2 * attention + ffn_params + 3 * norm_params    # self-attention and cross-attention
-    total = (src_vocab_size * D + tgt_vocab_size * D + D * tgt_vocab_size + tgt_vocab_size
-             + n_layers * (encoder_block + decoder_block) + (2 * norm_params if norm_first else 0))
-    return total - (2 * tgt_vocab_size * D if tie_embeddings else 0)     # one matrix read three times
+def transformer_parameters(config: dict, parts=None) -> int:
+    """The number of parameters of `Transformer(TransformerConfig(**config), parts)`, counted on a model built
+    on the meta device, which allocates nothing."""
+    with torch.device("meta"):
+        return num_parameters(Transformer(TransformerConfig(**config), parts))
 
 
 def machine_memory() -> int | None:
@@ -41,14 +37,21 @@ def gigabytes(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.0f} MB"
 
 
-def check_model_size(config: dict, *, training: bool, what: str = "the model", hint: str = "") -> int:
-    """The parameter count of the Transformer `config` (a dict of `TransformerConfig` fields) describes;
+def check_model_size(config: dict, *, parts=None, training: bool, what: str = "the model", hint: str = "") -> int:
+    """The parameter count of the Transformer `config` (a dict of `TransformerConfig` fields) and `parts` describe;
     `ValueError` naming the estimated memory when it passes `MAX_PARAMETERS` or this machine's memory,
     or when it has more than `MAX_LAYERS` layers."""
+    if config["max_len"] > MAX_POSITIONS:
+        raise ValueError(f"max_len must be at most {MAX_POSITIONS:,} (the positional table holds max_len x d_model "
+                         f"numbers), got {config['max_len']:,}{hint}")
     if config["n_layers"] > MAX_LAYERS:
         raise ValueError(f"{what} would have {config['n_layers']:,} layers; the course's tools stop at "
                          f"{MAX_LAYERS:,} (each layer's modules take memory whatever their width){hint}")
-    n = transformer_parameters(**config)
+    try:
+        n = transformer_parameters(config, parts)
+    except (RuntimeError, OverflowError, TypeError):         # a size too large for PyTorch even to describe
+        raise ValueError(f"{what} is too large to build: its tensors overflow PyTorch's sizes; the course's tools "
+                         f"stop at {MAX_PARAMETERS:,} parameters{hint}") from None
     need = n * (BYTES_TO_TRAIN if training else BYTES_TO_RUN)
     task = "to train" if training else "to load"
     if n > MAX_PARAMETERS:
