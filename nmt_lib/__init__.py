@@ -7,7 +7,7 @@ The lessons: every module in this folder except this file and __main__.py is gen
 from the chapters by tools/export_lib.py, and names its notebooks in its first line: text, data (1);
 plot (2); attention (3); metrics (4a); model_helpers, seq2seq, loop, decoding, recipes (4b, 7); multihead (5);
 positional (6); transformer (7); evaluation (8); subword, unknowns (8b); training (9);
-fast, parallel (10); lm, lm_train, ptb (11); modern (12).
+fast (10); lm, lm_train, ptb (11); modern (12).
 The tooling, hand-written: `nmt_lib.run` (command line, checkpoints, locks and signals, the trainer,
 the published model, the translator app; its __init__ lists its modules) and `nmt_lib.checks` (the graders of the exercises'
 implement tasks, grouped by chapters: sequences 1-4b, transformer 5-7, later 8-11, modern 12).

@@ -1,4 +1,4 @@
-"""Data-parallel training through torchrun (nmt_lib.parallel, chapter 10): two Gloo processes on the CPU
+"""Data-parallel training through torchrun (nmt_lib.run.parallel, chapter 10): two Gloo processes on the CPU
 take disjoint shares of each update and end with the weights of one process taking the same updates;
 their checkpoint resumes with any number of processes."""
 import os
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
-from nmt_lib.parallel import agree_to_stop, all_sum, rank_and_world, share
+from nmt_lib.run.parallel import agree_to_stop, all_sum, rank_and_world, share
 from nmt_lib.training import update_groups
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,6 +14,7 @@ modules one folder up, generated from the chapters) and the base below them (`nm
 - `records`: the JSON records of runs that the README and the book are rendered from.
 - `average`: checkpoint averaging, and the epoch ends `train --keep-last` keeps.
 - `published`: the model the course ships (`load_published()`), and exporting one.
+- `parallel`: data parallelism through torchrun for the trainer (chapter 10 explains it).
 - `app`: chapter 8's translator app (`TranslatorApp`, `explore`, `draw_attention`) and the book's static views.
 - `cli`: `python -m nmt_lib train|translate|evaluate|average`.
 """
