@@ -20,10 +20,6 @@ def lens_to_mask(valid_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
     (B, Tq, Tk).
     """
     valid_lens = torch.as_tensor(valid_lens)
-    if valid_lens.dim() not in (1, 2):
-        raise ValueError(
-            f"valid_lens must be (B,) or (B, Tq), got shape {tuple(valid_lens.shape)}"
-        )
     positions = torch.arange(num_keys, device=valid_lens.device)  # (Tk,)
     mask = positions < valid_lens.unsqueeze(-1)  # (B, Tk) or (B, Tq, Tk)
     return mask.unsqueeze(1) if valid_lens.dim() == 1 else mask
@@ -40,12 +36,6 @@ def causal_mask(
     offset=offset)`.
     """
     num_keys = num_queries if num_keys is None else num_keys
-    if num_queries < 0 or num_keys < 0 or offset < 0:
-        raise ValueError(
-            "causal_mask needs num_queries, num_keys and offset >= 0 (offset is how "
-            f"many tokens came before the first query), got {num_queries}, {num_keys} "
-            f"and {offset}"
-        )
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(
         offset
     )
@@ -58,8 +48,6 @@ def masked_softmax(scores: torch.Tensor, valid_lens=None, *, mask=None) -> torch
     `mask` broadcastable to `scores`. A row with no allowed key returns all zeros
     (never NaN).
     """
-    if valid_lens is not None and mask is not None:
-        raise ValueError("give valid_lens or mask, not both")
     if valid_lens is not None:
         mask = lens_to_mask(valid_lens, scores.shape[-1])
     if mask is None:
@@ -87,29 +75,11 @@ class AdditiveAttention(nn.Module):
     def forward(self, queries, keys, values, mask=None):
         # queries (B, Tq, Dq), keys (B, Tk, Dk), values (B, Tk, Dv), mask broadcastable
         # to (B, Tq, Tk)
-        _check_qkv(queries, keys, values)
         # (B, Tq, Tk, h)
         features = self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
         scores = self.w_v(torch.tanh(features)).squeeze(-1)  # (B, Tq, Tk)
         weights = masked_softmax(scores, mask=mask)  # (B, Tq, Tk)
         return self.dropout(weights) @ values, weights  # (B, Tq, Dv)
-
-
-def _check_qkv(q, k, v, *, same_width=False):
-    if q.dim() < 3 or k.dim() != q.dim() or v.dim() != q.dim():
-        raise ValueError(
-            "queries, keys and values must be batched (B, T, D) tensors of the same "
-            f"rank, got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}"
-        )
-    if same_width and q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"dot-product attention needs queries and keys of the same width, "
-            f"got {q.shape[-1]} and {k.shape[-1]}"
-        )
 
 
 def attend(q, k, v, mask=None, *, dropout: float = 0.0, need_weights: bool = False):
@@ -121,9 +91,6 @@ def attend(q, k, v, mask=None, *, dropout: float = 0.0, need_weights: bool = Fal
     (pass 0 in eval mode). `need_weights=False` runs PyTorch's fused kernel; True runs
     the explicit path.
     """
-    _check_qkv(q, k, v, same_width=True)
-    if not 0 <= dropout < 1:
-        raise ValueError(f"dropout is a probability in [0, 1), got {dropout}")
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
     if not need_weights:

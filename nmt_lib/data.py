@@ -14,13 +14,11 @@ from typing import NamedTuple
 
 import torch
 
-from nmt_lib.text import Splits, Vocab, load_fra_eng, split_pairs
+from nmt_lib.text import Vocab, load_fra_eng, split_pairs
 
 
 def truncate_pad(ids: list[int], num_steps: int, pad_id: int) -> list[int]:
     """Cut `ids` to `num_steps` or pad it with `pad_id` up to `num_steps`."""
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
     return ids[:num_steps] + [pad_id] * (num_steps - len(ids))
 
 
@@ -82,10 +80,6 @@ def collate(
 ) -> Batch:
     """Pad a list of (src_ids, tgt_ids) into a `Batch`; to `num_steps` if given, else
     per batch."""
-    if not items:
-        raise ValueError(
-            "collate needs at least one (source ids, target ids) pair, got none"
-        )
     src = [s + [eos_id] for s, _ in items]
     tgt_in = [[bos_id] + t for _, t in items]
     tgt_out = [t + [eos_id] for _, t in items]
@@ -120,8 +114,6 @@ class BucketSampler(torch.utils.data.Sampler):
         pool_batches: int = 50,
         seed: int = 0,
     ):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_tokens is not None and max_tokens < max(lengths, default=0):
             raise ValueError(
                 f"max_tokens={max_tokens} is smaller than the longest sentence "
@@ -192,10 +184,6 @@ def make_loader(
 ) -> torch.utils.data.DataLoader:
     """A DataLoader of `Batch`es: length-bucketed (default) or d2l-style fixed
     `num_steps` padding."""
-    if not bucketed and num_steps is None:
-        raise ValueError(
-            "fixed padding needs num_steps (d2l uses 9 or 20); or use bucketed=True"
-        )
     vocab = dataset.tgt_vocab
     pad = dict(
         pad_id=vocab.pad_id,
@@ -232,11 +220,6 @@ def padding_fraction(loader) -> dict:
         totals["src_real"] += int(b.src_len.sum())
         totals["tgt"] += b.tgt_out.numel()
         totals["tgt_real"] += int(b.tgt_len.sum())
-    if not totals["tgt"]:
-        raise ValueError(
-            "the loader gave no batch: there is nothing to measure (is the split "
-            "empty?)"
-        )
     return {
         "src": 1 - totals["src_real"] / totals["src"],
         "tgt": 1 - totals["tgt_real"] / totals["tgt"],
@@ -285,8 +268,6 @@ class NMTData:
         return cls(load_fra_eng(data_dir, max_pairs=max_pairs), **kwargs)
 
     def dataset(self, split: str) -> TranslationDataset:
-        if split not in Splits._fields:
-            raise ValueError(f"split must be one of {Splits._fields}, got {split!r}")
         return TranslationDataset(
             getattr(self.splits, split), self.src_vocab, self.tgt_vocab
         )
@@ -347,10 +328,6 @@ def build_vocabs(
 
 def _check_stream(corpus, batch_size: int, num_steps: int) -> torch.Tensor:
     corpus = torch.as_tensor(corpus)
-    if batch_size < 1 or num_steps < 1:
-        raise ValueError(
-            f"batch_size and num_steps must be >= 1, got {batch_size} and {num_steps}"
-        )
     if corpus.dim() != 1 or len(corpus) < 2 * num_steps:
         raise ValueError(
             f"the token stream needs at least 2 * num_steps = {2 * num_steps} tokens "

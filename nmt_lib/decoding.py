@@ -136,8 +136,6 @@ def translate(
         raise ValueError(
             "translate takes a list of sentences; wrap a single sentence in a list"
         )
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     device = model_device(model)
     token_lists, ids = encode_sentences(
         sentences, src_vocab, max_src_len=max_src_len, prepare=prepare
@@ -185,10 +183,6 @@ def evaluate_bleu(
 ) -> BleuResult:
     """Translate each distinct source of `pairs` once; corpus BLEU against all its
     references."""
-    if limit is not None and limit < 1:
-        raise ValueError(
-            f"limit must be at least 1 (or None for every source), got {limit}"
-        )
     references = {}
     for src, tgt in pairs:
         references.setdefault(src, []).append(tgt)

@@ -19,8 +19,6 @@ from nmt_lib.model_helpers import model_device
 def bleu_by_length(result, edges=(1, 4, 5, 6, 7, 100)) -> pd.DataFrame:
     """Corpus BLEU per bucket of source length (tokens); bucket i holds lengths in
     [edges[i], edges[i+1])."""
-    if list(edges) != sorted(set(edges)) or len(edges) < 2:
-        raise ValueError(f"edges must be increasing, got {edges}")
     rows = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         idx = [i for i, s in enumerate(result.sources) if lo <= len(s.split()) < hi]
@@ -92,10 +90,11 @@ def beam_trace(
     """
     nodes = [dict(step=0, parent=None, token=bos_id, logp=0.0, kept=True)]
     slots = [0] + [None] * (beam_size - 1)  # the node in each beam slot
-    steps = iter(range(1, max_len + 1))
+    step = 0
 
     def record(scores, logp, finished, top_scores, beam, token):
-        step = next(steps)
+        nonlocal step
+        step += 1
         kept, new_slots = set(), []
         for b, t, s in zip(beam[0].tolist(), token[0].tolist(), top_scores[0].tolist()):
             kept.add((b, t))
@@ -138,8 +137,10 @@ def beam_trace(
         nodes[i].update(
             final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha
         )
-    for i in trace_nodes(nodes, max(final, key=lambda i: nodes[i]["score"])):
-        nodes[i]["best"] = True  # the winner's path, for the drawing
+    # the path of what beam_search returned, for the drawing
+    won = lambda i: [t for t in trace_path(nodes, i)[1:] if t != eos_id] == best
+    for i in trace_nodes(nodes, next(i for i in final if won(i))):
+        nodes[i]["best"] = True
     return best, nodes
 
 

@@ -50,20 +50,17 @@ class CausalBlock(Block):
 
     def __init__(self, cfg: LMConfig, parts: Parts):
         super().__init__(cfg)
-        self.self_attn = parts.attention(cfg, self_attention=True)
+        self.self_attn = parts.self_attention(cfg)
         self.ffn = parts.ffn(cfg)
         self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
 
     def forward(self, x, past_kv, mask):
         """x (B, T, D) after `past_kv` (keys and values of the positions before, or
         None): returns (new x, this block's keys and values of all positions so far)."""
-        kv = []
-        x = self.residual(
-            x,
-            self.norm1,
-            lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv),
-        )
-        return self.residual(x, self.norm2, self.ffn), tuple(kv)
+        kv = []  # a sublayer returns one tensor: the new cache comes back in here
+        attend = lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv)
+        x = self.residual(x, self.norm1, attend)
+        return self.residual(x, self.norm2, self.ffn), kv[0]
 
 
 class DecoderOnlyLM(nn.Module):
@@ -93,7 +90,6 @@ class DecoderOnlyLM(nn.Module):
         """x (B, T) token ids after the positions `past` holds (a list of per-block keys
         and values, or None): returns (logits (B, T, V), the new past)."""
         start = 0 if past is None else past[0][0].shape[2]
-        assert start + x.shape[1] <= self.cfg.context, "longer than the context"
         # (B, T, D)
         h = self.pos(self.embedding(x) * math.sqrt(self.cfg.d_model), offset=start)
         T = x.shape[1]
@@ -157,10 +153,6 @@ def generate(
             f"temperature must be > 0, got {temperature}; for the most likely token "
             "use greedy=True"
         )
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     context = model.cfg.context
     if len(prompt) > context:
         raise ValueError(
@@ -176,7 +168,7 @@ def generate(
             if greedy:
                 token = int(scores.argmax())
             else:
-                # <= 0: a tiny temperature cannot overflow
+                # minus the max, every score is <= 0: a tiny temperature cannot overflow
                 scores = (scores - scores.max()) / temperature
                 if top_k is not None and top_k < len(scores):
                     scores = scores.masked_fill(

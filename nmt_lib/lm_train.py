@@ -20,7 +20,7 @@ from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.loop import TrainingDiverged, progress_bar
 from nmt_lib.recipes import paper_adam
 from nmt_lib.base.cache import cached_fit
-from nmt_lib.base.course import pick
+from nmt_lib.base.course import quick
 from nmt_lib.base.device import default_device
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 
@@ -62,8 +62,6 @@ def train_lm(
     """Next-token training on random windows of `stream` (chapter 1's
     `seq_data_iter_random`, new windows each epoch), Adam with the paper's betas;
     returns the training loss per epoch and seconds."""
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
     device = model_device(model)
     optimizer = paper_adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
@@ -105,8 +103,6 @@ def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> fl
     read in consecutive windows of `num_steps` tokens, each window from a fresh start
     (so every model is scored the same way, whatever it could carry over)."""
     stream = torch.as_tensor(stream)
-    if len(stream) < 2:
-        raise ValueError("the stream needs at least two tokens")
     last = len(stream) - 1  # the last token is never an input
     windows = [(s, min(num_steps, last - s)) for s in range(0, last, num_steps)]
     full = [s for s, L in windows if L == num_steps]
@@ -159,21 +155,12 @@ def train_decoder_lm(
 ):
     """This chapter's decoder-only Transformer on the French training stream, through
     the model cache."""
-    cfg = LMConfig(
-        len(data.tgt_vocab),
-        d_model=pick(128, 32),
-        n_heads=4,
-        d_ff=pick(512, 64),
-        n_layers=2,
-        dropout=0.1,
-        context=pick(64, 32),
-    )
+    sizes = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1, context=64)
+    r = dict(sizes, epochs=LM_EPOCHS, lr=1e-3, batch_size=64, num_steps=32, seed=1)
+    r = quick(r, d_model=32, d_ff=64, context=32, epochs=1, lr=3e-3, num_steps=16)
+    cfg = LMConfig(len(data.tgt_vocab), **{k: r[k] for k in sizes})
     epochs, lr, batch_size, num_steps, seed = (
-        pick(LM_EPOCHS, 1),
-        pick(1e-3, 3e-3),
-        64,
-        pick(32, 16),
-        1,
+        r[k] for k in ("epochs", "lr", "batch_size", "num_steps", "seed")
     )
 
     def build():
@@ -221,12 +208,10 @@ def train_gru_lm(
     """The GRU baseline with about `parameters` parameters, trained like
     `train_decoder_lm`."""
     width = gru_width_like(parameters, len(data.tgt_vocab))
+    r = dict(epochs=LM_EPOCHS, lr=3e-3, batch_size=64, num_steps=32, seed=1)
+    r = quick(r, epochs=1, lr=5e-3, num_steps=16)
     epochs, lr, batch_size, num_steps, seed = (
-        pick(LM_EPOCHS, 1),
-        pick(3e-3, 5e-3),
-        64,
-        pick(32, 16),
-        1,
+        r[k] for k in ("epochs", "lr", "batch_size", "num_steps", "seed")
     )
 
     def build():

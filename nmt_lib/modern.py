@@ -65,11 +65,8 @@ def rotate(x: torch.Tensor, start: int = 0, base: float = 10_000.0) -> torch.Ten
     m * base^(-2j/Dh), as in the paper: x @ relative_shift_matrix(Dh, -m) of chapter 6,
     without the matrix."""
     T, Dh = x.shape[-2:]
-    if Dh % 2:
-        raise ValueError(f"rotary positions need an even head width, got {Dh}")
-    dtype = torch.promote_types(
-        x.dtype, torch.float32
-    )  # angles never in half precision
+    # the angles never in half precision
+    dtype = torch.promote_types(x.dtype, torch.float32)
     inv_freq = base ** (-torch.arange(0, Dh, 2, device=x.device, dtype=dtype) / Dh)
     positions = torch.arange(start, start + T, device=x.device, dtype=dtype)
     angles = positions[:, None] * inv_freq  # (T, Dh/2)
@@ -101,6 +98,8 @@ class GroupedQueryAttention(MultiHeadAttention):
             raise ValueError(
                 f"kv_heads ({self.kv_heads}) must divide n_heads ({n_heads})"
             )
+        if rotary and (d_model // n_heads) % 2:
+            raise ValueError("rotary positions turn pairs: the head width must be even")
         width = self.kv_heads * (d_model // n_heads)  # G * Dh
         self.W_k = nn.Linear(d_model, width, bias=bias)
         self.W_v = nn.Linear(d_model, width, bias=bias)
@@ -116,6 +115,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk)
         q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
         if self.rotary:  # self-attention: keys at 0 .. Tk-1, queries the last Tq
+            assert q.shape[2] <= k.shape[2], "the queries are among the keys"
             q, k = rotate(q, k.shape[2] - q.shape[2]), rotate(k)
         dropout = self.dropout if self.training else 0.0
         if self.keep_weights:  # explicit: each key/value head copied for its group
@@ -146,7 +146,9 @@ class ModernParts(Parts):
 
     rms: bool = setting(False, "RMSNorm instead of LayerNorm")
     swiglu: bool = setting(
-        False, "the gated feed-forward network, SwiGLU (give it 2/3 of d_ff)"
+        False,
+        "the gated feed-forward network, SwiGLU (d_ff as given: size it with "
+        "swiglu_width or d_ff_for)",
     )
     rope: bool = setting(
         False, "rotary positions in self-attention instead of the sinusoidal table"
@@ -157,12 +159,18 @@ class ModernParts(Parts):
         "attention; 1: multi-query); none: one per query head, as in the paper",
     )
 
-    def attention(self, cfg, *, self_attention: bool) -> nn.Module:
-        rotary = self.rope and self_attention  # cross-attention has no common order
-        if not rotary and self.kv_heads in (None, cfg.n_heads):
-            return super().attention(cfg, self_attention=self_attention)
+    def self_attention(self, cfg) -> nn.Module:
+        if not self.rope and self.kv_heads in (None, cfg.n_heads):
+            return super().self_attention(cfg)
         return GroupedQueryAttention(
-            cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout, rotary=rotary
+            cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout, rotary=self.rope
+        )
+
+    def cross_attention(self, cfg) -> nn.Module:  # never rotary: no common order
+        if self.kv_heads in (None, cfg.n_heads):
+            return super().cross_attention(cfg)
+        return GroupedQueryAttention(
+            cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout
         )
 
     def ffn(self, cfg) -> nn.Module:
@@ -178,8 +186,8 @@ class ModernParts(Parts):
 
 
 def cache_bytes(cache) -> int:
-    """Bytes held by the tensors of a KV cache: nested lists and tuples of tensors, or a
-    chapter 7 `TransformerState` (its other fields are not tensors or are counted)."""
+    """Bytes held by the tensors of a KV cache, nested lists and tuples of tensors: pass
+    `state.self_kv` or `state.cross_kv` (a whole state also counts its source mask)."""
     if isinstance(cache, torch.Tensor):
         return cache.numel() * cache.element_size()
     if isinstance(cache, (list, tuple)):

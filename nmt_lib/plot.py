@@ -36,10 +36,12 @@ def show_heatmaps(
             f"matrices must be (rows, cols, Tq, Tk), got shape {tuple(matrices.shape)}"
         )
     rows, cols, n_q, n_k = matrices.shape
-    if x_tokens is not None and len(x_tokens) != n_k:
-        raise ValueError(f"{len(x_tokens)} x_tokens for {n_k} columns (keys)")
-    if y_tokens is not None and len(y_tokens) != n_q:
-        raise ValueError(f"{len(y_tokens)} y_tokens for {n_q} rows (queries)")
+    if (x_tokens is not None and len(x_tokens) != n_k) or (
+        y_tokens is not None and len(y_tokens) != n_q
+    ):
+        raise ValueError(
+            f"{n_q} x {n_k} maps need {n_k} x_tokens (keys), {n_q} y_tokens (queries)"
+        )
     if titles is not None and not isinstance(titles[0], (list, tuple)):
         titles = [titles] * rows
     fig, axes = plt.subplots(

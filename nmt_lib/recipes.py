@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from nmt_lib.base.course import pick
+from nmt_lib.base.course import quick
 from nmt_lib.base.cache import cached_fit
 from nmt_lib.data import NMTData
 from nmt_lib.base.device import default_device
@@ -24,7 +24,7 @@ from nmt_lib.seq2seq import make_rnn, xavier_init
 def chapter_data():
     """The data of chapters 4b, 7 and 8: the first 40,000 pairs (6,000 in quick mode),
     min_freq=3."""
-    return NMTData.fra_eng(max_pairs=pick(40_000, 6_000), min_freq=3)
+    return NMTData.fra_eng(**quick(dict(max_pairs=40_000, min_freq=3), max_pairs=6_000))
 
 
 def fit_on_splits(
@@ -57,38 +57,28 @@ def train_rnn(
     parameters. The model is initialised on the CPU (the same weights everywhere), then
     trained on `device` (`default_device()`).
     """
-    settings = dict(
-        embed_size=pick(128, 64), num_hiddens=pick(128, 64), num_layers=1, dropout=0.2
-    )
-    epochs, lr, batch_size, seed = pick(4, 3), pick(2e-3, 5e-3), 128, 1
+    sizes = dict(embed_size=128, num_hiddens=128, num_layers=1, dropout=0.2)
+    r = dict(sizes, epochs=4, lr=2e-3, batch_size=128, seed=1)
+    r = quick(r, embed_size=64, num_hiddens=64, epochs=3, lr=5e-3)
 
     def build():
-        torch.manual_seed(seed)
-        model = xavier_init(
-            make_rnn(kind, len(data.src_vocab), len(data.tgt_vocab), **settings)
-        )
-        return model.to(device or default_device())
+        torch.manual_seed(r["seed"])
+        V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
+        model = make_rnn(kind, V_src, V_tgt, **{k: r[k] for k in sizes})
+        return xavier_init(model).to(device or default_device())
 
     def fit(model):
         return fit_on_splits(
             model,
             data,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
+            epochs=r["epochs"],
+            batch_size=r["batch_size"],
+            lr=r["lr"],
             progress=progress,
             title={"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind],
         )
 
-    key = dict(
-        kind=kind,
-        data=data.fingerprint(),
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-        **settings,
-    )
+    key = dict(kind=kind, data=data.fingerprint(), **r)
     return cached_fit(f"rnn-{kind}", key, build, fit, reuse=reuse)
 
 
@@ -107,28 +97,23 @@ def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.
 def train_transformer(data, *, reuse: bool = True, progress: str = "auto", device=None):
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like
     `train_rnn`, on `device`."""
-    cfg = TransformerConfig(
-        len(data.src_vocab),
-        len(data.tgt_vocab),
-        d_model=pick(128, 64),
-        n_heads=4,
-        d_ff=pick(512, 128),
-        n_layers=2,
-        dropout=0.1,
-    )
-    epochs, lr, batch_size, seed = pick(4, 3), pick(1e-3, 2e-3), 128, 1
+    sizes = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)
+    r = dict(sizes, epochs=4, lr=1e-3, batch_size=128, seed=1)
+    r = quick(r, d_model=64, d_ff=128, epochs=3, lr=2e-3)
+    V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
+    cfg = TransformerConfig(V_src, V_tgt, **{k: r[k] for k in sizes})
 
     def build():
-        torch.manual_seed(seed)
+        torch.manual_seed(r["seed"])
         return Transformer(cfg).to(device or default_device())
 
     def fit(model):
         return fit_on_splits(
             model,
             data,
-            epochs=epochs,
-            batch_size=batch_size,
-            optimizer=paper_adam(model.parameters(), lr),
+            epochs=r["epochs"],
+            batch_size=r["batch_size"],
+            optimizer=paper_adam(model.parameters(), r["lr"]),
             progress=progress,
             title="Transformer",
         )
@@ -136,10 +121,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
     key = dict(
         cfg=asdict(cfg),
         data=data.fingerprint(),
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
+        **{k: r[k] for k in ("epochs", "lr", "batch_size", "seed")},
         optimizer="adam",
     )
     return cached_fit("transformer", key, build, fit, reuse=reuse)

@@ -62,10 +62,6 @@ class GRUEncoder(nn.Module):
         )
 
     def forward(self, src, src_len):
-        if (src_len < 1).any():
-            raise ValueError(
-                "every source sentence needs at least one token (its <eos>)"
-            )
         emb = self.dropout(self.embedding(src))  # (B, S, E)
         packed = nn.utils.rnn.pack_padded_sequence(
             emb, src_len.cpu(), batch_first=True, enforce_sorted=False

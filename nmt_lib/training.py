@@ -24,10 +24,6 @@ from nmt_lib.model_helpers import model_device
 def noam_lr(step: int, *, d_model: int, warmup: int, factor: float = 1.0) -> float:
     """The paper's learning rate at update `step` (1-based): linear warm-up, then
     step**-0.5."""
-    if step < 1 or warmup < 1 or d_model < 1:
-        raise ValueError(
-            f"step, warmup and d_model must be >= 1, got {step}, {warmup}, {d_model}"
-        )
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -47,8 +43,6 @@ def smoothed_targets(
 ) -> torch.Tensor:
     """The target distribution of label smoothing: (N,) ids -> (N, V) rows summing to
     1."""
-    if not 0 <= epsilon < 1:
-        raise ValueError(f"epsilon must be in [0, 1), got {epsilon}")
     dist = torch.full(
         (targets.shape[0], vocab_size), epsilon / vocab_size, device=targets.device
     )
@@ -74,20 +68,16 @@ class TrainSettings:
     clip: float | None = setting(1.0, "largest gradient norm (none: no clipping)")
     seed: int = setting(1, "seed of weights, dropout and batch order")
 
-    def __post_init__(self):
-        for name in ("epochs", "max_tokens", "tokens_per_update", "warmup"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+    def __post_init__(self):  # where a learner's numbers enter: one line each
+        counts = ("epochs", "max_steps", "max_tokens", "tokens_per_update", "warmup")
+        for name in (*counts, "lr_factor", "clip"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(
                 f"label_smoothing must be in [0, 1), got {self.label_smoothing}"
             )
-        for name in ("lr_factor", "clip"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value}")
 
 
 def batch_loss(

@@ -5,10 +5,9 @@
 a KV-cached decoder.
 
 Shapes: B batch, S source length, T target length, D = d_model, H heads, Dh = D / H,
-V vocabulary size, K beam size.
+V vocabulary size.
 """
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -86,9 +85,9 @@ class TransformerConfig:
     )
 
     def __post_init__(self):
-        if self.d_model % self.n_heads:
+        if self.d_model % self.n_heads or self.d_model % 2:
             raise ValueError(
-                f"d_model ({self.d_model}) must be a multiple of n_heads "
+                f"d_model ({self.d_model}) must be even and a multiple of n_heads "
                 f"({self.n_heads})"
             )
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
@@ -103,7 +102,10 @@ class Parts:
     """The modules a Transformer's blocks are built from, the paper's; chapter 12
     passes its own."""
 
-    def attention(self, cfg, *, self_attention: bool) -> nn.Module:
+    def self_attention(self, cfg) -> nn.Module:
+        return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+
+    def cross_attention(self, cfg) -> nn.Module:
         return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
 
     def ffn(self, cfg) -> nn.Module:
@@ -120,7 +122,7 @@ class Parts:
 class EncoderBlock(Block):
     def __init__(self, cfg: TransformerConfig, parts: Parts):
         super().__init__(cfg)
-        self.self_attn = parts.attention(cfg, self_attention=True)
+        self.self_attn = parts.self_attention(cfg)
         self.ffn = parts.ffn(cfg)
         self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
 
@@ -155,7 +157,7 @@ class TransformerState(NamedTuple):
     cross_kv: list
     src_mask: torch.Tensor  # (B, 1, 1, S)
     # per layer: projected keys and values of the target so far,
-    # two (B, H, t, Dh), or None
+    # two (B, H, t, Dh), or None (chapter 12's rotary keys are kept unturned)
     self_kv: list
     pos: int  # number of target tokens already processed
 
@@ -163,36 +165,32 @@ class TransformerState(NamedTuple):
 def cached_self_attention(attn, y, past_kv, mask, new_kv: list):
     """Self-attention of y's T new positions (B, T, D) over the cached keys and values
     of the t positions before them (`past_kv`, or None) and their own. Returns the
-    (B, T, D) output and puts the keys and values of all t + T positions in
+    (B, T, D) output and appends the keys and values of all t + T positions to
     `new_kv`."""
     k, v = attn.project_kv(y, y)  # (B, H, T, Dh) each
     if past_kv is not None:
         k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-    new_kv[:] = k, v
+    new_kv.append((k, v))
     return attn.attend_kv(y, k, v, mask)
 
 
 class DecoderBlock(Block):
     def __init__(self, cfg: TransformerConfig, parts: Parts):
         super().__init__(cfg)
-        self.self_attn = parts.attention(cfg, self_attention=True)
-        self.cross_attn = parts.attention(cfg, self_attention=False)
+        self.self_attn = parts.self_attention(cfg)
+        self.cross_attn = parts.cross_attention(cfg)
         self.ffn = parts.ffn(cfg)
         self.norm1, self.norm2, self.norm3 = (parts.norm(cfg) for _ in range(3))
 
-    def forward(self, x, cross_kv, src_mask, past_kv, mask):
-        """x (B, T, D) -> (B, T, D), and this block's self-attention keys and values
-        of all target positions so far (the new cache)."""
-        kv = []
-        x = self.residual(
-            x,
-            self.norm1,
-            lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv),
-        )
-        x = self.residual(
-            x, self.norm2, lambda y: self.cross_attn.attend_kv(y, *cross_kv, src_mask)
-        )
-        return self.residual(x, self.norm3, self.ffn), tuple(kv)
+    def forward(self, x, mem, past_kv, mask):
+        """x (B, T, D) -> (B, T, D), and this block's self-attention keys and values of
+        all target positions so far (the new cache). `mem`: the encoder's projected
+        keys and values for the cross-attention, and the source mask."""
+        kv = []  # a sublayer returns one tensor: the new cache comes back in here
+        attend = lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv)
+        x = self.residual(x, self.norm1, attend)
+        x = self.residual(x, self.norm2, lambda y: self.cross_attn.attend_kv(y, *mem))
+        return self.residual(x, self.norm3, self.ffn), kv[0]
 
 
 class TransformerDecoder(nn.Module):
@@ -221,7 +219,7 @@ class TransformerDecoder(nn.Module):
         `need_weights` the (B, T, S) attention over the source, here the last block's
         cross-attention averaged over its heads)."""
         cross = self.blocks[-1].cross_attn
-        with kept_weights(cross) if need_weights else nullcontext():
+        with kept_weights(cross, on=need_weights):
             x, state = self.features(tgt_in, state)
         return self.dense(x), state, (cross.weights.mean(1) if need_weights else None)
 
@@ -234,7 +232,7 @@ class TransformerDecoder(nn.Module):
         mask = None if T == 1 else causal_mask(T, pos + T, x.device, offset=pos)
         new_kv = []
         for block, cross_kv, past_kv in zip(self.blocks, state.cross_kv, state.self_kv):
-            x, kv = block(x, cross_kv, state.src_mask, past_kv, mask)
+            x, kv = block(x, (*cross_kv, state.src_mask), past_kv, mask)
             new_kv.append(kv)
         state = TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T)
         return self.norm(x), state
@@ -242,13 +240,13 @@ class TransformerDecoder(nn.Module):
     @staticmethod
     def reorder_state(state: TransformerState, index) -> TransformerState:
         """Keep batch rows `index` (a 1-D long tensor) of every cached tensor."""
-        pick = lambda pair: (
+        keep = lambda pair: (
             None if pair is None else tuple(t.index_select(0, index) for t in pair)
         )
         return TransformerState(
-            [pick(kv) for kv in state.cross_kv],
+            [keep(kv) for kv in state.cross_kv],
             state.src_mask.index_select(0, index),
-            [pick(kv) for kv in state.self_kv],
+            [keep(kv) for kv in state.self_kv],
             state.pos,
         )
 

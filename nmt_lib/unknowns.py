@@ -35,11 +35,6 @@ def replace_unknowns(
     The model reads each source and its output once more, teacher-forced, to get the
     weights; outputs without `<unk>` are returned as they are.
     """
-    if len(sources) != len(outputs):
-        raise ValueError(
-            f"need one source per output, got {len(sources)} sources and "
-            f"{len(outputs)} outputs"
-        )
     result = [list(out) for out in outputs]
     todo = [i for i, out in enumerate(outputs) if UNK in out and sources[i]]
     longest, device = model.cfg.max_len - 1, model_device(model)

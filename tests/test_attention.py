@@ -31,8 +31,6 @@ def seed():
 def test_lens_to_mask_and_causal_mask():
     assert lens_to_mask(torch.tensor([2, 0]), 3).tolist() == [[[True, True, False]], [[False, False, False]]]
     assert lens_to_mask(torch.tensor([[1, 3]]), 3).tolist() == [[[True, False, False], [True, True, True]]]
-    with pytest.raises(ValueError, match="valid_lens"):
-        lens_to_mask(torch.tensor(3), 4)
     assert causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
     # Two new queries after three processed tokens: positions 3 and 4 of five keys.
     assert causal_mask(2, 5, offset=3).tolist() == [[True, True, True, True, False], [True] * 5]
@@ -68,12 +66,9 @@ def test_masked_softmax_matches_d2l(lens):
     assert torch.allclose(masked_softmax(x, lens), d2l.masked_softmax(x.clone(), lens), atol=1e-6)
 
 
-def test_masked_softmax_bad_arguments():
-    x = torch.randn(2, 2, 3)
-    with pytest.raises(ValueError, match="not both"):
-        masked_softmax(x, torch.tensor([1, 2]), mask=torch.ones(2, 1, 3, dtype=torch.bool))
+def test_masked_softmax_refuses_a_float_mask():
     with pytest.raises(ValueError, match="boolean"):
-        masked_softmax(x, mask=torch.ones(2, 1, 3))
+        masked_softmax(torch.randn(2, 2, 3), mask=torch.ones(2, 1, 3))
 
 
 # ---------------------------------------------------------------- scoring functions
@@ -121,11 +116,7 @@ def test_dot_product_module_uses_dropout_only_in_training():
     assert not torch.allclose(layer.train()(q, k, v, need_weights=True)[0], eval_out)
 
 
-def test_attend_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="same width"):
-        attend(torch.randn(1, 2, 4), torch.randn(1, 3, 5), torch.randn(1, 3, 5))
-    with pytest.raises(ValueError, match="same length"):
-        attend(torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 2, 4))
+def test_attend_refuses_a_float_mask_that_the_fused_kernel_would_add():
     with pytest.raises(ValueError, match="boolean"):
         attend(torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.ones(1, 2, 3))
 
@@ -205,10 +196,6 @@ def test_positional_bad_input():
     pe = PositionalEncoding(8, max_len=10)
     with pytest.raises(ValueError, match="longer than max_len=10"):
         pe(torch.zeros(1, 11, 8))
-    with pytest.raises(ValueError, match=r"\(B, T, 8\)"):
-        pe(torch.zeros(1, 5, 6))
-    with pytest.raises(ValueError, match="even"):
-        PositionalEncoding(7)
 
 
 @pytest.mark.parametrize("delta", [1, 5, 17])
@@ -237,8 +224,3 @@ def test_show_heatmaps_labels_and_errors():
         show_heatmaps(torch.rand(1, 1, 2, 3), "k", "q", x_tokens=["a"])
 
 
-def test_causal_mask_rejects_negative_sizes_and_offsets():
-    with pytest.raises(ValueError, match="offset"):
-        causal_mask(3, 5, offset=-1)
-    with pytest.raises(ValueError, match="num_queries"):
-        causal_mask(-2)

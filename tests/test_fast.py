@@ -52,9 +52,6 @@ def test_fast_dropout_gradient_repeatability_and_edge_cases():
     assert drop.eval()(x) is x and FastDropout(0.0)(x) is x
     assert torch.equal(FastDropout(1.0)(x), torch.zeros_like(x))
     assert FastDropout(0.2)(torch.ones(0, 3)).shape == (0, 3)
-    for bad in (-0.1, 1.5):
-        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
-            FastDropout(bad)
 
 
 def _loss_and_grads(loss_of, hidden, layer, scale):
@@ -100,24 +97,6 @@ def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autog
     empty = linear_cross_entropy(hidden[:0], layer, targets[:0])
     empty.backward()
     assert empty.item() == 0.0 and not layer.weight.grad.any()
-
-
-@pytest.mark.parametrize("change, message", [
-    (dict(hidden=torch.zeros(4, 6)), "hidden must be"),
-    (dict(hidden=torch.zeros(4)), "hidden must be"),
-    (dict(targets=torch.zeros(3, dtype=torch.long)), "targets must be a long tensor"),
-    (dict(targets=torch.zeros(4)), "targets must be a long tensor"),
-    (dict(targets=torch.tensor([0, 1, 2, 9])), r"ids in \[0, 9\)"),
-    (dict(targets=torch.tensor([0, -1, 2, 3])), r"ids in \[0, 9\)"),
-    (dict(label_smoothing=1.0), "label_smoothing"),
-    (dict(rows=0), "rows must be"),
-])
-def test_linear_cross_entropy_rejects_bad_input_clearly(change, message):
-    args = dict(hidden=torch.zeros(4, 5), targets=torch.tensor([0, 1, 2, 8]), label_smoothing=0.0, rows=2)
-    args.update(change)
-    with pytest.raises(ValueError, match=message):
-        linear_cross_entropy(args["hidden"], torch.nn.Linear(5, 9), args["targets"],
-                             label_smoothing=args["label_smoothing"], rows=args["rows"])
 
 
 def test_use_fast_dropout_swaps_each_dropout_layer_in_place_and_both_keep_the_expectation():

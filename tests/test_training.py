@@ -41,8 +41,6 @@ def test_noam_lr_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
     assert noam_lr(3999, **kw) < noam_lr(4000, **kw) > noam_lr(4001, **kw)
     assert noam_lr(16000, **kw) == pytest.approx(noam_lr(4000, **kw) / 2)
     assert noam_lr(100, factor=2.0, **kw) == pytest.approx(2 * noam_lr(100, **kw))
-    with pytest.raises(ValueError):
-        noam_lr(0, **kw)
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
@@ -54,8 +52,6 @@ def test_smoothed_targets_sum_to_one_and_match_pytorch_label_smoothing(eps):
     assert torch.all(q.argmax(1) == targets)
     explicit = -(q * logits.log_softmax(-1)).sum(-1).mean()
     torch.testing.assert_close(explicit, F.cross_entropy(logits, targets, label_smoothing=eps))
-    with pytest.raises(ValueError):
-        smoothed_targets(targets, 11, 1.0)
 
 
 def test_the_schedule_is_a_lambda_lr_that_follows_the_formula_and_saves_its_place():

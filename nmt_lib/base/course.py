@@ -3,6 +3,7 @@
 Tooling, not a lesson: `make course` and the tests set the environment variables below, and the
 chapters call `pick`, `save_figure` and `headline`, which change nothing in a plain JupyterLab session.
 """
+import dataclasses
 import importlib
 import json
 import os
@@ -22,6 +23,19 @@ def quick_mode() -> bool:
 def pick(learner, quick):
     """The learner-mode setting, or the quick one under `NMT_QUICK=1`."""
     return quick if quick_mode() else learner
+
+
+def quick(settings, **smaller):
+    """A recipe as written (`settings`: a dict or a dataclass), or, under `NMT_QUICK=1`, the same with the
+    `smaller` values in place of those it names: how a chapter states its settings once, as numbers."""
+    if not quick_mode():
+        return settings
+    if dataclasses.is_dataclass(settings):
+        return dataclasses.replace(settings, **smaller)
+    unknown = set(smaller) - set(settings)
+    if unknown:
+        raise KeyError(f"quick() got settings the recipe does not have: {', '.join(sorted(unknown))}")
+    return {**settings, **smaller}
 
 
 def save_figure(fig, name: str):

@@ -155,7 +155,7 @@ def check_decoder_block(cls) -> str:
     def reference(block, x, memory, src_mask, *, causal=True):
         kv = block.cross_attn.project_kv(memory, memory)
         self_mask = causal_mask(x.shape[1]) if causal else None
-        return block(x, kv, src_mask.unsqueeze(1), None, self_mask)[0]
+        return block(x, (*kv, src_mask.unsqueeze(1)), None, self_mask)[0]
 
     gen = torch.Generator().manual_seed(1)
     x, memory = torch.randn(2, 5, 16, generator=gen), torch.randn(2, 6, 16, generator=gen)
@@ -209,7 +209,7 @@ def check_kv_cache_step(fn) -> str:
             got = parts(case, learner_call(case, fn, attn, y.clone(), *(past or (None, None))), ("output", "k", "v"))
             kv = []
             out = cached_self_attention(attn, y, past, None, kv)
-            k, v = kv
+            k, v = kv[0]
             new_k, new_v = attn.project_kv(y, y)
             if past is not None:
                 mistakes = {"the new key goes after the cached ones: append along the time axis, dim 2":
