@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nmt_lib.modern import ModernParts  # noqa: E402
 from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
 from nmt_lib.base.device import use_threads  # noqa: E402
@@ -29,14 +30,15 @@ from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public  # noqa: 
 from nmt_lib.run.records import write_record  # noqa: E402
 
 
-def switches(cfg) -> str:
-    """The model's choices where 2017 and today differ, in words."""
-    kv = cfg.kv_heads or cfg.n_heads
+def switches(model) -> str:
+    """The model's choices where 2017 and today differ, in words (its config, and chapter 12's parts)."""
+    cfg, parts = model.cfg, model.parts if isinstance(model.parts, ModernParts) else ModernParts()
+    kv = parts.kv_heads or cfg.n_heads
     return ", ".join([
         "pre-norm" if cfg.norm_first else "post-norm",
-        "RMSNorm" if cfg.norm == "rms" else "LayerNorm",
-        f"SwiGLU d_ff {cfg.d_ff}" if cfg.ffn == "swiglu" else f"ReLU d_ff {cfg.d_ff}",
-        "RoPE" if cfg.positions == "rope" else "sinusoidal positions",
+        "RMSNorm" if parts.rms else "LayerNorm",
+        f"SwiGLU d_ff {cfg.d_ff}" if parts.swiglu else f"ReLU d_ff {cfg.d_ff}",
+        "RoPE" if parts.rope else "sinusoidal positions",
         f"{kv} key/value heads for {cfg.n_heads}" if kv != cfg.n_heads else f"{cfg.n_heads} heads",
     ])
 
@@ -49,7 +51,7 @@ def row(label: str, ckpt, corpus) -> dict:
     valid = evaluate_checkpoint(ckpt, split="valid", corpus=corpus)
     test = evaluate_public(ckpt)
     tokens = sum(history.get("tokens", []))
-    return {"candidate": label, "switches": switches(ckpt.model.cfg),
+    return {"candidate": label, "switches": switches(ckpt.model),
             "parameters": sum(p.numel() for p in ckpt.model.parameters()),
             "updates": ckpt.step, "epochs": len(history["epoch"]),
             "training_minutes": round(progress["seconds"] / 60, 1),
