@@ -13,7 +13,7 @@ from nmt_lib.run import published
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import translate_lines
-from nmt_lib.transformer import Transformer, TransformerConfig
+from nmt_lib.transformer import Parts, Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 pub_training = lambda folder: published.load_published(folder, device="cpu").payload["training"]
@@ -59,6 +59,24 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
     assert translate_lines(pub, SENTENCES) == translate_lines(ckpt, SENTENCES)
     assert published.load_model(model=str(folder), device="cpu").model.cfg == pub.model.cfg
     assert pub.prepare("I  am\u00a0tired.") == "I am tired." and ckpt.prepare is pub.prepare   # case kept
+
+
+def test_a_checkpoint_and_a_published_model_say_which_model_they_are(subword_checkpoint, tmp_path):
+    """Chapter 12's parts travel with the weights: a modern model comes back modern, not as chapter 7's."""
+    from nmt_lib.modern import GroupedQueryAttention, ModernParts, RMSNorm
+    ckpt = load_checkpoint(subword_checkpoint, device="cpu")
+    today = ModernParts(rms=True, swiglu=True, rope=True, kv_heads=1)
+    torch.manual_seed(0)
+    model = Transformer(ckpt.model.cfg, today)
+    path = save_checkpoint(tmp_path / "modern.pt", model, ckpt.src_vocab, ckpt.tgt_vocab, data=ckpt.payload["data"])
+    folder = published.export_model(path, tmp_path / "pub", card="card\n", dtype=torch.float32)
+    assert json.loads((folder / "settings.json").read_text())["parts"]["kv_heads"] == 1
+    for back in (load_checkpoint(path, device="cpu"), published.load_published(folder, device="cpu")):
+        assert back.model.parts == today and isinstance(back.model.encoder.blocks[0].norm1, RMSNorm)
+        assert isinstance(back.model.decoder.blocks[0].cross_attn, GroupedQueryAttention)
+        assert translate_lines(back, SENTENCES) == translate_lines(load_checkpoint(path, device="cpu"), SENTENCES)
+    plain = published.load_published(published.export_model(subword_checkpoint, tmp_path / "p17", card=""), device="cpu")
+    assert type(plain.model.parts) is Parts                                             # chapter 7's model stays it
 
 
 def test_one_call_loads_the_published_model():
