@@ -104,18 +104,18 @@ def attend(q, k, v, mask=None, *, dropout: float = 0.0, need_weights: bool = Fal
 
 
 class DotProductAttention(nn.Module):
-    """Scaled dot-product attention as a module (dropout active only in training)."""
+    """Scaled dot-product attention as a module (dropout active only in training); it
+    returns its output, and with `keep_weights` on it takes the explicit path and keeps
+    its last weights in `weights`."""
 
     def __init__(self, dropout: float = 0.0):
         super().__init__()
-        self.dropout = dropout
+        self.dropout, self.keep_weights, self.weights = dropout, False, None
 
-    def forward(self, queries, keys, values, mask=None, *, need_weights: bool = False):
-        return attend(
-            queries,
-            keys,
-            values,
-            mask,
-            dropout=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
+    def forward(self, queries, keys, values, mask=None):
+        dropout = self.dropout if self.training else 0.0
+        out, weights = attend(
+            queries, keys, values, mask, dropout=dropout, need_weights=self.keep_weights
         )
+        self.weights = weights
+        return out

@@ -48,8 +48,8 @@ def greedy_decode(
 
     If `model.decoder` has `reorder_state(state, index)`, finished sentences leave the
     batch. With `need_weights`, each sentence gets its (steps, S_i) attention over its
-    source, or None from a decoder without attention. The model's training mode is left
-    as it was.
+    source, or None from a decoder that shows none (see the interface). The model's
+    training mode is left as it was.
     """
     B = src.shape[0]
     compact = hasattr(model.decoder, "reorder_state")
@@ -61,13 +61,11 @@ def greedy_decode(
     with eval_mode(model):
         state = model.encode(src, src_len)
         for _ in range(max_len):
-            logits, state, weights = model.step(
-                tokens, state, need_weights=need_weights
-            )
+            logits, state, weights = model.step(tokens, state)
             next_token = logits[:, -1].argmax(dim=-1)  # (rows,)
             for r, (i, tok) in enumerate(zip(rows.tolist(), next_token.tolist())):
                 generated[i].append(tok)
-                if weights is not None:
+                if need_weights and weights is not None:
                     step_weights[i].append(weights[r, -1])  # (S,)
             ended = next_token == eos_id
             if compact:

@@ -26,10 +26,10 @@ class EncoderDecoder(nn.Module):
         """The decoder's initial state for a source batch."""
         return self.decoder.init_state(self.encoder(src, src_len), src_len)
 
-    def step(self, tgt_in, state, *, need_weights: bool = False):
+    def step(self, tgt_in, state):
         """Run the decoder on `tgt_in` (B, T) from `state`:
         (logits (B, T, V), state, weights)."""
-        return self.decoder(tgt_in, state, need_weights=need_weights)
+        return self.decoder(tgt_in, state)
 
     def forward(self, src, src_len, tgt_in):
         """Teacher-forced logits (B, T, V) for a whole target batch."""
@@ -103,7 +103,7 @@ class GRUDecoder(nn.Module):
         _, hidden = memory
         return hidden, hidden[-1]  # (L, B, D), context (B, D)
 
-    def forward(self, tgt_in, state, *, need_weights: bool = False):
+    def forward(self, tgt_in, state):
         hidden, context = state
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         ctx = context.unsqueeze(1).expand(-1, tgt_in.shape[1], -1)  # (B, T, D)
@@ -145,7 +145,7 @@ class BahdanauDecoder(nn.Module):
         # mask (B, 1, S)
         return outputs, hidden, lens_to_mask(src_len, outputs.shape[1])
 
-    def forward(self, tgt_in, state, *, need_weights: bool = False):
+    def forward(self, tgt_in, state):
         enc_outputs, hidden, mask = state
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         outputs, weights = [], []
@@ -159,11 +159,7 @@ class BahdanauDecoder(nn.Module):
             outputs.append(out)
             weights.append(w)
         logits = self.dense(self.dropout(torch.cat(outputs, dim=1)))  # (B, T, V)
-        return (
-            logits,
-            (enc_outputs, hidden, mask),
-            (torch.cat(weights, dim=1) if need_weights else None),
-        )
+        return logits, (enc_outputs, hidden, mask), torch.cat(weights, dim=1)
 
 
 def make_rnn(

@@ -214,14 +214,17 @@ class TransformerDecoder(nn.Module):
         ]
         return TransformerState(cross_kv, src_mask, [None] * len(self.blocks), 0)
 
-    def forward(self, tgt_in, state: TransformerState, *, need_weights: bool = False):
-        """Chapter 4b's interface: (logits (B, T, V), new state, and with
-        `need_weights` the (B, T, S) attention over the source, here the last block's
-        cross-attention averaged over its heads)."""
+    def forward(self, tgt_in, state: TransformerState):
+        """Chapter 4b's interface: (logits (B, T, V), new state, attention over the
+        source): the last block's cross-attention averaged over its heads, (B, T, S),
+        while the attention layers keep their weights (`kept_weights`), else None."""
+        x, state = self.features(tgt_in, state)
         cross = self.blocks[-1].cross_attn
-        with kept_weights(cross, on=need_weights):
-            x, state = self.features(tgt_in, state)
-        return self.dense(x), state, (cross.weights.mean(1) if need_weights else None)
+        return (
+            self.dense(x),
+            state,
+            (cross.weights.mean(1) if cross.keep_weights else None),
+        )
 
     def features(self, tgt_in, state: TransformerState):
         """What the output layer `dense` reads, (B, T, D), and the new state."""

@@ -6,6 +6,7 @@ from torch import nn
 
 from nmt_lib.decoding import beam_search, greedy_decode, greedy_decode_nocache, sequence_scores, translate
 from nmt_lib.fast import FastDropout, use_fast_dropout
+from nmt_lib.multihead import kept_weights
 from nmt_lib.positional import PositionalEncoding
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -60,7 +61,8 @@ def test_fused_and_explicit_paths_agree_and_weights_have_the_right_shapes():
     src, src_len, tgt = batch()
     state = model.encode(src, src_len)
     fused = model.step(tgt, state)[0]
-    explicit = model.step(tgt, state, need_weights=True)[0]
+    with kept_weights(model):
+        explicit = model.step(tgt, state)[0]
     assert torch.allclose(fused, explicit, atol=1e-5)
     maps = model.attention_maps(src, src_len, tgt)
     assert [w.shape for w in maps["encoder"]] == [(3, 4, 5, 5)] * 2
@@ -73,13 +75,15 @@ def test_fused_and_explicit_paths_agree_and_weights_have_the_right_shapes():
 def test_decoder_weights_follow_the_interface_and_greedy_decoding_returns_them():
     model = make().eval()
     src, src_len, tgt = batch()
-    logits, _, weights = model.step(tgt, model.encode(src, src_len), need_weights=True)
+    with kept_weights(model):
+        logits, _, weights = model.step(tgt, model.encode(src, src_len))
     maps = model.attention_maps(src, src_len, tgt)
     assert weights.shape == (3, 4, 5)                                   # (B, T, S), as the GRU decoders give
     torch.testing.assert_close(weights, maps["cross"][-1].mean(dim=1))  # the last layer, heads averaged
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4))
     assert model.step(tgt, model.encode(src, src_len))[2] is None
-    out = greedy_decode(uneven_model(), src, src_len, max_len=12, need_weights=True, **KW)
+    with kept_weights(model := uneven_model()):
+        out = greedy_decode(model, src, src_len, max_len=12, need_weights=True, **KW)
     for tokens, w, n in zip(out.tokens, out.weights, src_len.tolist()):
         ended = len(tokens) < 12
         assert w.shape == (len(tokens) + ended, n)                      # a row per generated token, real source
