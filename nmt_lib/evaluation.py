@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nmt_lib.decoding import MAX_LEN, beam_search
+from nmt_lib.decoding import MAX_LEN, beam_search, cut_at_eos
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
 from nmt_lib.model_helpers import model_device
 
@@ -138,7 +138,7 @@ def beam_trace(
             final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha
         )
     # the path of what beam_search returned, for the drawing
-    won = lambda i: [t for t in trace_path(nodes, i)[1:] if t != eos_id] == best
+    won = lambda i: cut_at_eos(trace_path(nodes, i)[1:], eos_id)[0] == best
     for i in trace_nodes(nodes, next(i for i in final if won(i))):
         nodes[i]["best"] = True
     return best, nodes

@@ -80,15 +80,14 @@ class MultiHeadAttention(nn.Module):
 
 
 @contextmanager
-def kept_weights(model: nn.Module, on: bool = True):
+def kept_weights(model: nn.Module):
     """`with kept_weights(model):` every `MultiHeadAttention` in `model` (or `model`
     itself) keeps its weights, as the Annotated Transformer keeps `self.attn`, for a
-    figure; after the block they stay readable in each layer's `weights`. With
-    `on=False` it changes nothing."""
+    figure; after the block they stay readable in each layer's `weights`."""
     layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     before = [layer.keep_weights for layer in layers]
     for layer in layers:
-        layer.keep_weights = layer.keep_weights or on
+        layer.keep_weights = True
     try:
         yield layers
     finally:

@@ -1,7 +1,7 @@
 """How the notebooks run: quick mode, figures, headline numbers, settings fields and optional imports.
 
 Tooling, not a lesson: `make course` and the tests set the environment variables below, and the
-chapters call `pick`, `save_figure` and `headline`, which change nothing in a plain JupyterLab session.
+chapters call `quick`, `save_figure` and `headline`, which change nothing in a plain JupyterLab session.
 """
 import dataclasses
 import importlib
