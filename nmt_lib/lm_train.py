@@ -14,10 +14,11 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from nmt_lib.data import seq_data_iter_random
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
-from nmt_lib.loop import TrainingDiverged, progress_bar
+from nmt_lib.loop import TrainingDiverged
 from nmt_lib.recipes import paper_adam
 from nmt_lib.base.cache import cached_fit
 from nmt_lib.base.course import quick
@@ -56,7 +57,7 @@ def train_lm(
     lr: float,
     clip: float = 1.0,
     seed: int = 0,
-    progress: str = "auto",
+    quiet: bool = False,
     title: str = "language model",
 ) -> dict:
     """Next-token training on random windows of `stream` (chapter 1's
@@ -70,8 +71,11 @@ def train_lm(
     for epoch in range(1, epochs + 1):
         model.train()
         total, count = 0.0, 0
-        with progress_bar(
-            n_batches, f"{title}, epoch {epoch}/{epochs}", progress, unit="batch"
+        with tqdm(
+            total=n_batches,
+            desc=f"{title}, epoch {epoch}/{epochs}",
+            unit="batch",
+            disable=quiet,
         ) as bar:
             for X, Y in seq_data_iter_random(
                 stream, batch_size, num_steps, generator=generator
@@ -151,7 +155,7 @@ def gru_width_like(parameters: int, vocab_size: int) -> int:
 
 
 def train_decoder_lm(
-    data, streams, *, reuse: bool = True, progress: str = "auto", device=None
+    data, streams, *, reuse: bool = True, quiet: bool = False, device=None
 ):
     """This chapter's decoder-only Transformer on the French training stream, through
     the model cache."""
@@ -177,7 +181,7 @@ def train_decoder_lm(
                 lr=lr,
                 num_steps=num_steps,
                 seed=seed,
-                progress=progress,
+                quiet=quiet,
                 title="decoder-only Transformer",
             ),
             "parameters": num_parameters(model),
@@ -202,7 +206,7 @@ def train_gru_lm(
     parameters: int,
     *,
     reuse: bool = True,
-    progress: str = "auto",
+    quiet: bool = False,
     device=None,
 ):
     """The GRU baseline with about `parameters` parameters, trained like
@@ -228,7 +232,7 @@ def train_gru_lm(
                 lr=lr,
                 num_steps=num_steps,
                 seed=seed,
-                progress=progress,
+                quiet=quiet,
                 title="GRU",
             ),
             "parameters": num_parameters(model),

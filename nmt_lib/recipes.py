@@ -47,9 +47,7 @@ def fit_on_splits(
     }
 
 
-def train_rnn(
-    kind: str, data, *, reuse: bool = True, progress: str = "auto", device=None
-):
+def train_rnn(kind: str, data, *, reuse: bool = True, quiet: bool = False, device=None):
     """Chapter 4b's recipe for `kind` ("seq2seq" or "bahdanau"), through the model
     cache.
 
@@ -74,7 +72,7 @@ def train_rnn(
             epochs=r["epochs"],
             batch_size=r["batch_size"],
             lr=r["lr"],
-            progress=progress,
+            quiet=quiet,
             title={"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind],
         )
 
@@ -94,7 +92,7 @@ def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.
     return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
 
 
-def train_transformer(data, *, reuse: bool = True, progress: str = "auto", device=None):
+def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=None):
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like
     `train_rnn`, on `device`."""
     sizes = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)
@@ -114,7 +112,7 @@ def train_transformer(data, *, reuse: bool = True, progress: str = "auto", devic
             epochs=r["epochs"],
             batch_size=r["batch_size"],
             optimizer=paper_adam(model.parameters(), r["lr"]),
-            progress=progress,
+            quiet=quiet,
             title="Transformer",
         )
 

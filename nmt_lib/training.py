@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
-from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar
+from nmt_lib.loop import TrainingDiverged, evaluate_loss
 from nmt_lib.recipes import paper_adam
 from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import model_device
@@ -209,7 +210,7 @@ def fit(
     settings: TrainSettings,
     *,
     on_epoch_end=None,
-    report: str = "auto",
+    quiet: bool = False,
 ) -> dict:
     """Train `model` on `data`'s train split by updates of `settings.tokens_per_update`
     target tokens.
@@ -217,8 +218,8 @@ def fit(
     Adam with the paper's settings and the warm-up schedule; each update sums
     `batch_loss` over length-bucketed micro-batches. After each epoch: the held-out
     loss, then `on_epoch_end(model=, optimizer=, schedule=, progress=)` when given (to
-    save a checkpoint, for instance). `report`: see `progress_bar`. Returns the
-    progress: updates done, and the history of losses and rates.
+    save a checkpoint, for instance). A tqdm bar shows each epoch (none when `quiet`).
+    Returns the progress: updates done, and the history of losses and rates.
     """
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
     params = [p for p in model.parameters() if p.requires_grad]
@@ -233,8 +234,11 @@ def fit(
     for epoch in range(1, settings.epochs + 1):
         batches, tokens = epoch_batches(loader, epoch)
         optimizer.zero_grad(set_to_none=True)
-        with progress_bar(
-            len(batches), f"epoch {epoch}/{settings.epochs}", report, unit="batch"
+        with tqdm(
+            total=len(batches),
+            desc=f"epoch {epoch}/{settings.epochs}",
+            unit="batch",
+            disable=quiet,
         ) as bar:
             for first, end in update_groups(tokens, settings.tokens_per_update):
                 loss_sum, n_sum = 0.0, 0

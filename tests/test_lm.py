@@ -133,7 +133,7 @@ def test_a_short_training_run_lowers_the_held_out_perplexity_of_both_models():
             torch.manual_seed(0)
             model = DecoderOnlyLM(LMConfig(len(vocab), d_model=16, n_heads=2, d_ff=32, context=16))
         before = stream_perplexity(model, stream, 8)
-        history = train_lm(model, stream, epochs=3, batch_size=8, num_steps=8, lr=1e-2, progress="none")
+        history = train_lm(model, stream, epochs=3, batch_size=8, num_steps=8, lr=1e-2, quiet=True)
         assert len(history["train_loss"]) == 3 and stream_perplexity(model, stream, 8) < before / 2
 
 

@@ -1,15 +1,13 @@
 """nmt_lib.seq2seq, loop and decoding: the loss, the RNN models, the training loop and its progress bar,
 greedy decoding and translate."""
-import io
 
 import pytest
 import torch
 from torch import nn
 
-from nmt_lib import loop
 from nmt_lib.data import TranslationDataset, make_loader
 from nmt_lib.decoding import cut_at_eos, evaluate_bleu, greedy_decode, translate
-from nmt_lib.loop import TrainingDiverged, evaluate_loss, progress_bar, train
+from nmt_lib.loop import TrainingDiverged, evaluate_loss, train
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.seq2seq import BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, masked_cross_entropy, xavier_init
 from nmt_lib.text import Vocab
@@ -148,7 +146,7 @@ def test_tiny_model_overfits_a_tiny_set():
     src_vocab, tgt_vocab = vocabs()
     loader = make_loader(TranslationDataset(PAIRS, src_vocab, tgt_vocab), batch_size=8)
     m = model(src_v=len(src_vocab), tgt_v=len(tgt_vocab), hidden=32)
-    history = train(m, loader, epochs=120, lr=0.01, valid_loader=loader, progress="none")
+    history = train(m, loader, epochs=120, lr=0.01, valid_loader=loader, quiet=True)
     assert history.train_loss[-1] < 0.05 < history.train_loss[0]
     assert list(history.frame().columns) == ["train_loss", "valid_loss", "tokens_per_sec", "seconds"]
     result = evaluate_bleu(m, PAIRS + [("go !", "allez !")], src_vocab, tgt_vocab)
@@ -160,59 +158,17 @@ def test_training_stops_clearly_on_nan_and_reports_each_epoch(capsys):
     src_vocab, tgt_vocab = vocabs()
     loader = make_loader(TranslationDataset(PAIRS, src_vocab, tgt_vocab), batch_size=4)
     m = model(src_v=len(src_vocab), tgt_v=len(tgt_vocab))
-    train(m, loader, epochs=2, valid_loader=loader, progress="lines", title="toy")
-    lines = capsys.readouterr().err.splitlines()
-    # stderr is not a terminal here: plain lines, no carriage returns; each epoch ends on its losses
-    assert not any("\r" in line for line in lines)
-    ends = [line for line in lines if "2/2 [" in line]
-    assert [line.split(":")[0] for line in ends] == ["toy, epoch 1/2", "toy, epoch 2/2"]
-    assert all("train " in line and "valid " in line and "tok/s" in line for line in ends)
-    train(m, loader, epochs=1, progress="none")
+    train(m, loader, epochs=2, valid_loader=loader, title="toy")
+    # tqdm redraws its bar with '\r'; each epoch's last drawing shows its losses and speed
+    drawn = [line.split("\r")[-1] for line in capsys.readouterr().err.rstrip("\n").split("\n")]
+    assert [line.split(":")[0] for line in drawn] == ["toy, epoch 1/2", "toy, epoch 2/2"]
+    assert all("2/2 [" in line and "train " in line and "valid " in line and "tok/s" in line for line in drawn)
+    train(m, loader, epochs=1, quiet=True)
     assert capsys.readouterr().err == ""
     with torch.no_grad():
         m.decoder.dense.bias.fill_(float("nan"))
     with pytest.raises(TrainingDiverged, match="epoch 1, step 1.*learning rate"):
-        train(m, loader, epochs=2, progress="none")
-
-
-def test_progress_bar_modes(monkeypatch):
-    def run(desc, mode, n=3):
-        stream = io.StringIO()
-        monkeypatch.setattr(loop.sys, "stderr", stream)
-        with progress_bar(n, desc, mode) as bar:
-            for _ in range(n):
-                bar.update()
-        return stream.getvalue()
-
-    text = run("lines", "lines")                            # a log file: plain lines, at most every LOG_EVERY s
-    assert "\r" not in text and text.endswith("\n")
-    assert [line.split("%")[0] for line in text.splitlines()] == ["lines:   0", "lines: 100"]
-    monkeypatch.setattr(loop, "LOG_EVERY", 0.0)
-    assert len(run("often", "lines", n=50).splitlines()) > 2  # more often when asked
-    assert run("quiet", "none") == ""
-    with pytest.raises(ValueError, match="progress must be one of"):
-        progress_bar(3, "x", "plot")
-
-
-def test_tqdm_disable_silences_the_notebook_bar_too(monkeypatch):
-    from tqdm.notebook import tqdm as notebook_tqdm       # it passes disable=False on, ignoring TQDM_DISABLE
-    monkeypatch.setattr(loop, "auto_tqdm", notebook_tqdm)
-    monkeypatch.setattr(loop, "in_notebook", lambda: True)
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    with progress_bar(3, "headless", "auto") as bar:
-        assert bar.disable
-
-
-def test_auto_progress_is_plain_lines_in_a_log_and_a_bar_in_a_terminal(monkeypatch):
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
-
-    for stream, redrawn in [(io.StringIO(), False), (Terminal(), True)]:
-        monkeypatch.setattr(loop.sys, "stderr", stream)
-        with progress_bar(2, "auto", "auto") as bar:
-            bar.update(2)
-        assert ("\r" in stream.getvalue()) is redrawn
+        train(m, loader, epochs=2, quiet=True)
 
 
 # ---------------------------------------------------------------- evaluation mode and devices

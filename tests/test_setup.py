@@ -4,6 +4,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
 
@@ -223,3 +225,24 @@ def test_every_package_of_nmt_lib_is_installed_by_pyproject():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "nmt_lib").rglob("__init__.py")}
     assert found == listed
+
+
+@pytest.mark.slow
+def test_run_course_keeps_no_progress_bar_widget_but_keeps_other_widgets(tmp_path, monkeypatch):
+    import nbformat
+    import run_course
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")             # as run_course sets it: tqdm's notebook bar ignores it
+    monkeypatch.setenv("NMT_HEADLINES", str(tmp_path / "h.jsonl"))
+    src, dst = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='epoch 1'):\n    pass"),
+        nbformat.v4.new_code_cell("import ipywidgets\nipywidgets.IntSlider(value=4)")])
+    nbformat.write(nb, src)
+    wall, error, _ = run_course.run_one(src, dst, tmp_path, tmp_path / "h.jsonl", timeout=60)
+    out = nbformat.read(dst, as_version=4)
+    assert error is None and out.cells[0].outputs == []
+    [slider] = out.cells[1].outputs
+    state = out.metadata.widgets[run_course.WIDGETS]["state"]
+    assert slider["data"][run_course.VIEW]["model_id"] in state
+    assert sorted(m["model_name"] for m in state.values()) == ["IntSliderModel", "LayoutModel", "SliderStyleModel"]

@@ -1,6 +1,7 @@
 """nmt_lib.training, checkpoint, corpus and cli: schedule, label smoothing, accumulation, the two loss
 paths, checkpoints, resume and the command-line tools."""
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ import torch.nn.functional as F
 
 from nmt_lib.base import cache
 from nmt_lib.run import cli, guards
+from nmt_lib.run import progress as progress_mod
+from nmt_lib.run.progress import progress_bar
 from nmt_lib.run.options import option
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus, detokenize, french_spacing
@@ -186,7 +189,7 @@ def test_fit_moves_each_batch_to_the_models_device(de_corpus, monkeypatch):
     original = Batch.to
     monkeypatch.setattr(Batch, "to", lambda self, device: seen.append(torch.device(device)) or original(self, device))
     fit(tiny_model(corpus), corpus, TrainSettings(epochs=1, max_steps=2, max_tokens=60, tokens_per_update=100),
-        report="none")
+        quiet=True)
     assert seen and set(seen) == {torch.device("cpu")}
 
 
@@ -195,7 +198,7 @@ def test_the_lessons_fit_and_the_full_trainer_take_the_same_steps(de_corpus, tmp
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     lesson = dict(epochs=2, max_steps=max_steps, max_tokens=60, tokens_per_update=100, warmup=3, seed=4)
     runs = []
-    for train in (lambda m: fit(m, corpus, TrainSettings(**lesson), report="none"),
+    for train in (lambda m: fit(m, corpus, TrainSettings(**lesson), quiet=True),
                   lambda m: full_fit(m, corpus, RunSettings(**lesson, checkpoint_every=2), report="none",
                                      checkpoint=tmp_path / "full.pt", save_kwargs={"data": corpus.settings})):
         model = tiny_model(corpus)                                # dropout on: the same masks, in the same order
@@ -382,18 +385,67 @@ def test_python_dash_m_entry_point_reports_usage_errors():
     assert out.returncode == 2 and out.stderr.startswith("usage: python -m nmt_lib translate")
 
 
-@pytest.mark.parametrize("trainer", [fit, full_fit])
-def test_fit_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys, trainer):
+def test_the_trainer_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     settings = RunSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
-    trainer(tiny_model(corpus), corpus, settings, report="lines")
+    full_fit(tiny_model(corpus), corpus, settings, report="lines")
     lines = capsys.readouterr().err.splitlines()
     ends = [line for line in lines if "100%" in line]
     assert [line.split(":")[0] for line in ends] == ["epoch 1/2", "epoch 2/2"] and not any("\r" in x for x in lines)
-    assert all("step" in line and "valid loss" in line and "perplexity" in line for line in ends)
-    assert all("tok/s" in line for line in ends) == (trainer is full_fit)    # the command line's shows the speed
-    trainer(tiny_model(corpus), corpus, settings, report="none")
+    assert all("step" in line and "valid loss" in line and "perplexity" in line and "tok/s" in line for line in ends)
+    full_fit(tiny_model(corpus), corpus, settings, report="none")
     assert capsys.readouterr().err == ""
+
+
+def test_the_lessons_fit_ends_each_epochs_bar_on_its_held_out_loss(de_corpus, capsys):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3)
+    fit(tiny_model(corpus), corpus, settings)
+    drawn = [line.split("\r")[-1] for line in capsys.readouterr().err.rstrip("\n").split("\n")]  # redrawn with '\r'
+    assert [line.split(":")[0] for line in drawn] == ["epoch 1/2", "epoch 2/2"]
+    assert all("100%" in line and "valid loss" in line and "perplexity" in line for line in drawn)
+    fit(tiny_model(corpus), corpus, settings, quiet=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_bar_modes(monkeypatch):
+    def run(desc, mode, n=3):
+        stream = io.StringIO()
+        monkeypatch.setattr(progress_mod.sys, "stderr", stream)
+        with progress_bar(n, desc, mode) as bar:
+            for _ in range(n):
+                bar.update()
+        return stream.getvalue()
+
+    text = run("lines", "lines")                            # a log file: plain lines, at most every LOG_EVERY s
+    assert "\r" not in text and text.endswith("\n")
+    assert [line.split("%")[0] for line in text.splitlines()] == ["lines:   0", "lines: 100"]
+    monkeypatch.setattr(progress_mod, "LOG_EVERY", 0.0)
+    assert len(run("often", "lines", n=50).splitlines()) > 2  # more often when asked
+    assert run("quiet", "none") == ""
+    with pytest.raises(ValueError, match="progress must be one of"):
+        progress_bar(3, "x", "plot")
+
+
+def test_tqdm_disable_silences_the_notebook_bar_too(monkeypatch):
+    from tqdm.notebook import tqdm as notebook_tqdm       # it passes disable=False on, ignoring TQDM_DISABLE
+    monkeypatch.setattr(progress_mod, "auto_tqdm", notebook_tqdm)
+    monkeypatch.setattr(progress_mod, "in_notebook", lambda: True)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with progress_bar(3, "headless", "auto") as bar:
+        assert bar.disable
+
+
+def test_auto_progress_is_plain_lines_in_a_log_and_a_bar_in_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, redrawn in [(io.StringIO(), False), (Terminal(), True)]:
+        monkeypatch.setattr(progress_mod.sys, "stderr", stream)
+        with progress_bar(2, "auto", "auto") as bar:
+            bar.update(2)
+        assert ("\r" in stream.getvalue()) is redrawn
 
 
 # ---------------------------------------------------------------- the command line and its settings

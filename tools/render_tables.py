@@ -274,7 +274,7 @@ def limits(rec: dict, ours: list[dict], others: dict) -> str:
 
 
 def recipe(rec: dict) -> str:
-    """The recipe search (`tools/recipe_search.py`): each candidate's validation scores."""
+    """The recipe search (`experiments/recipe_search.py`): each candidate's validation scores."""
     lines = [f"Method: {rec['method']} ({rec['sentences']:,} sentences, {rec['references']:,} references; "
              f"`{rec['signature']}`).", "", "| candidate | model | updates | training | search | valid BLEU | "
              "valid chrF |", "|---|---|---:|---:|---|---:|---:|"]
@@ -288,7 +288,7 @@ def recipe(rec: dict) -> str:
 
 
 def modern(rec: dict) -> str:
-    """The 2017 blocks and today's at full scale (`tools/modern_compare.py`): each run's training and scores."""
+    """The 2017 blocks and today's at full scale (`experiments/modern_compare.py`): each run's training and scores."""
     lines = [f"Method: {rec['method']}.", "", "| run | model | parameters | updates | training | target tokens/s | "
              "valid perplexity | valid BLEU | valid chrF | test BLEU | test chrF |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

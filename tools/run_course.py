@@ -13,6 +13,7 @@ Notebooks report their key numbers with `nmt_lib.base.course.headline(name, valu
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,8 +53,43 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
     # figures the notebook computed, and where and when it ran.
     nb.metadata["nmt_course"] = {"headlines": numbers, "executed": time.strftime("%Y-%m-%d"), "cpu": cpu_name(),
                                  "mode": "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"}
+    without_progress_bars(nb)
     nbformat.write(nb, dst)
     return wall, error, numbers
+
+
+WIDGETS = "application/vnd.jupyter.widget-state+json"
+VIEW = "application/vnd.jupyter.widget-view+json"
+BAR = ["HTMLModel", "FloatProgressModel", "HTMLModel"]      # tqdm's notebook bar: text, progress, text
+
+
+def without_progress_bars(nb):
+    """Drop tqdm's notebook bars from the outputs (nobody watches a headless kernel: they would only be stale
+    widgets), and the saved widget state that nothing shown uses any more."""
+    state = nb.metadata.get("widgets", {}).get(WIDGETS, {}).get("state", {})
+
+    def names(ref_list):
+        return [state.get(ref.removeprefix("IPY_MODEL_"), {}).get("model_name") for ref in ref_list]
+
+    def is_bar(output):
+        model = state.get(output.get("data", {}).get(VIEW, {}).get("model_id"), {})
+        return model.get("model_name") == "HBoxModel" and names(model["state"].get("children", [])) == BAR
+
+    shown = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not is_bar(o)]
+            shown += [o["data"][VIEW]["model_id"] for o in cell.outputs if VIEW in o.get("data", {})]
+    kept, todo = set(), shown
+    while todo:                                 # everything the remaining views refer to, however deep
+        model_id = todo.pop()
+        if model_id in state and model_id not in kept:
+            kept.add(model_id)
+            todo += [ref.removeprefix("IPY_MODEL_") for ref in re.findall(r"IPY_MODEL_\w+", json.dumps(state[model_id]))]
+    if not kept:
+        nb.metadata.pop("widgets", None)
+    elif state:
+        nb.metadata["widgets"][WIDGETS]["state"] = {k: v for k, v in state.items() if k in kept}
 
 
 def chosen(only: str = "", *, solutions: bool = False, everything: bool = False) -> tuple[tuple, list[Path]]:
@@ -77,7 +113,8 @@ def main(argv=None):
     build = ROOT / "build" / "course"
     build.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("NMT_FIG_DIR", str(ROOT / "figures"))
-    # Nobody watches a headless kernel: progress bars would only leave stale widgets in the outputs.
+    # Nobody watches a headless kernel: no progress in a terminal's bars (tqdm's notebook bars, which ignore
+    # this, are dropped from the outputs).
     os.environ["TQDM_DISABLE"] = "1"
     folders, chapters = chosen(args.only, solutions=args.solutions, everything=args.all)
     if not chapters:

@@ -26,7 +26,8 @@ from nmt_lib.run.records import evaluation_record, write_record
 from nmt_lib.run.options import add_settings, given, number, option
 from nmt_lib.run.sizes import check_model_size, field_errors
 from nmt_lib.run.stdio import OutputError, stdin_batches, write_out
-from nmt_lib.loop import PROGRESS, TrainingDiverged
+from nmt_lib.loop import TrainingDiverged
+from nmt_lib.run.progress import PROGRESS
 from nmt_lib.run.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.run.trainer import RunSettings, check_progress, full_fit, held_out_line

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
-from nmt_lib.loop import TrainingDiverged, progress_bar
+from nmt_lib.loop import TrainingDiverged
+from nmt_lib.run.progress import progress_bar
 from nmt_lib.run.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.average import keep_epoch

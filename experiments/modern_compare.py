@@ -4,7 +4,7 @@ switches, updates, training time and speed, and its greedy BLEU and chrF on the 
 (sacreBLEU against all of a sentence's references) and on the public Tatoeba test; writes
 `records/modern-tatoeba.json`, which the README's and the Results page's tables are rendered from.
 
-    python tools/modern_compare.py --threads 2 \\
+    python experiments/modern_compare.py --threads 2 \\
         --candidate "2017 blocks (the published recipe), epoch 6=runs/tatoeba.epoch6.pt" \\
         --candidate "modern (RMSNorm, SwiGLU, RoPE, GQA), epoch 6=runs/modern.epoch6.pt"
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
               f"({r['scoring_seconds']:.0f} s)", flush=True)
     write_record(args.out, {
         "kind": "modern comparison", "title": "The 2017 blocks and today's, at full scale and equal size",
-        "command": shlex.join(["python", "tools/modern_compare.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": shlex.join(["python", "experiments/modern_compare.py", *(argv if argv is not None else sys.argv[1:])]),
         "method": "greedy decoding; validation: the run's held-out split (case kept, the Tatoeba test's sentences "
                   "left out), sacreBLEU against all of a sentence's references; test: the public Tatoeba test "
                   "(v2021-08-07), one reference per line",

@@ -3,7 +3,7 @@
 run's own validation sentences (never the test sets) and writes `records/recipe-tatoeba.json`, which the
 README's ablation table is rendered from.
 
-    python tools/recipe_search.py --baseline runs/tatoeba-d192.pt --run runs/tatoeba.pt
+    python experiments/recipe_search.py --baseline runs/tatoeba-d192.pt --run runs/tatoeba.pt
 
 Candidates, in order: the earlier recipe (`--baseline`), any `--extra` ones, and the larger model after
 the same training time;
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     chosen = max([best, *beams], key=lambda r: r["valid_bleu"])
     write_record(args.out, {
         "kind": "recipe search", "title": "Choosing the published recipe on the validation split",
-        "command": shlex.join(["python", "tools/recipe_search.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": shlex.join(["python", "experiments/recipe_search.py", *(argv if argv is not None else sys.argv[1:])]),
         "method": "every candidate translates the distinct English sentences of the run's validation split "
                   "(case kept, the Tatoeba test's sentences left out) and is scored with sacreBLEU against all "
                   "their references",
