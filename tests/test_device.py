@@ -11,7 +11,7 @@ from nmt_lib.run import cli, published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
-from nmt_lib.base.device import DeviceError, default_device, describe_device, parse_device, use_threads
+from nmt_lib.base.device import DeviceError, default_device, parse_device, use_threads
 from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -62,10 +62,6 @@ def test_threads_follow_nmt_threads_and_keep_the_default_otherwise(monkeypatch):
             use_threads(0)
     finally:
         torch.set_num_threads(before)
-
-
-def test_describe_device_names_the_threads_on_a_cpu():
-    assert describe_device("cpu") == f"device: cpu ({torch.get_num_threads()} threads)"
 
 
 def test_cli_refuses_an_unknown_device_before_doing_anything(capsys, tmp_path):

@@ -25,13 +25,3 @@ def test_per_sentence_uses_the_best_reference():
     assert table["sentence BLEU"][0] == 1.0 and table["sentence BLEU"][2] == 1.0
     assert 0 < table["sentence BLEU"][1] < 1 and table["references"][1] == "je suis là . | me voici ."
 
-
-def test_every_decoding_function_of_the_lessons_defaults_to_one_max_len():
-    import inspect
-
-    from nmt_lib import decoding, evaluation
-    from nmt_lib.run import app, inference
-    for fn in (decoding.greedy_decode, decoding.greedy_decode_nocache, decoding.translate, decoding.beam_search,
-               evaluation.beam_trace, app.explore, app.TranslatorApp.__init__):
-        assert inspect.signature(fn).parameters["max_len"].default == decoding.MAX_LEN, fn.__qualname__
-    assert inspect.signature(inference.translate_lines).parameters["max_len"].default == inference.MAX_OUTPUT

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -56,15 +55,6 @@ def payload_of(path):
 
 
 # ---- 1, 2, 16: files are never followed, overwritten or deleted by mistake -----------------------------
-
-def test_a_planted_symlink_as_lock_is_refused_and_its_target_untouched(tmp_path, de_corpus, capsys):
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious\n")
-    (tmp_path / ".m.pt.lock").symlink_to(victim)
-    status, _, err = train(capsys, de_corpus, tmp_path / "m.pt", "--max-steps", 1)
-    assert status == 1 and "is a symbolic link" in err and err.count("\n") == 1
-    assert victim.read_text() == "precious\n" and not (tmp_path / "m.pt").exists()
-
 
 def test_a_symlinked_out_is_locked_and_written_at_its_target(tmp_path, de_corpus, capsys):
     (tmp_path / "real").mkdir()
@@ -163,28 +153,10 @@ def test_a_write_that_runs_out_of_space_says_the_disk_is_full(trained, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_damaged_loss_scale_is_named_on_an_fp16_resume(trained, tmp_path, capsys):
-    payload = payload_of(trained[0])
-    good = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000,
-            "_growth_tracker": 3}
-    for damage, named in [({"scale": "x"}, "its scale"), ({"growth_interval": 0}, "its growth_interval"),
-                          ({"scale": float("nan"), "backoff_factor": 2.0}, "its scale, backoff_factor")]:
-        out = tmp_path / "s.pt"
-        torch.save(dict(payload, scaler={**good, **damage}), out)
-        status, _, err = train(capsys, trained[1], out, "--resume", "--max-steps", 5, "--precision", "fp16")
-        assert status == 1 and f"scaler entry is damaged ({named})" in err and "Traceback" not in err, err
-
-
-def test_a_diverged_run_saves_nothing_and_non_finite_weights_are_refused(trained, tmp_path, capsys):
+def test_a_diverged_run_says_so_and_saves_nothing(trained, tmp_path, capsys):
     out = tmp_path / "nan.pt"
     status, _, err = train(capsys, trained[1], out, "--lr-factor", "1e30", "--max-steps", 1)
     assert status == 1 and "NaN or infinite" in err and "no checkpoint was written" in err and not out.exists()
-    payload = payload_of(trained[0])
-    state = dict(payload["state_dict"])
-    state["encoder.embedding.weight"] = state["encoder.embedding.weight"] * float("nan")
-    torch.save(dict(payload, state_dict=state), tmp_path / "n.pt")
-    with pytest.raises(CheckpointError, match="NaN or infinite values"):
-        load_checkpoint(tmp_path / "n.pt")
 
 
 # ---- 7, 8, 9: memory is bounded whatever the sizes -----------------------------------------------------
@@ -214,16 +186,6 @@ def test_translate_buffers_a_bounded_number_of_lines(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["translate", "--checkpoint", "m.pt", "--batch-size", "1000000000"])
     assert e.value.code == 2 and "must be at most 4,096" in capsys.readouterr().err
-
-
-def test_a_compressed_archive_is_refused_before_it_is_inflated(trained, tmp_path):
-    bomb = tmp_path / "bomb.pt"
-    with zipfile.ZipFile(trained[0]) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
-        for info in src.infolist():
-            dst.writestr(info.filename, src.read(info))
-    assert payload_of(bomb)["format"]                     # torch itself would read it, inflating every entry
-    with pytest.raises(CheckpointError, match="compressed entries"):
-        load_checkpoint(bomb)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -294,53 +256,11 @@ def test_a_model_that_writes_line_breaks_still_gives_one_line_per_input(trained,
 
 # ---- 12, 14, 16: crafted checkpoints are one-line errors naming the field ------------------------------
 
-@pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")     # torch's, for the sparse case
-@pytest.mark.parametrize("damage, message", [
-    ({"config": {"d_model": 32.0}}, "d_model: expected int, got 32.0"),
-    ({"config": {"d_model": 2 ** 31, "n_heads": 1}}, "the course's tools stop at 1,000,000,000 parameters"),
-    ({"config": {"dropout": "0.1"}}, "dropout: expected float"),
-    ({"src_vocab": [0, 1, 2]}, "src_vocab must be a list of token strings"),
-    ({"data": {"min_freq": "2"}}, "data settings are damaged (min_freq: expected int"),
-    ({"data": []}, "data settings are damaged (not a mapping)"),
-    ({"sparse": True}, "dense floating-point tensors"),
-])
-def test_crafted_fields_are_named_in_one_line(trained, tmp_path, damage, message):
-    payload = payload_of(trained[0])
-    if damage.pop("sparse", False):
-        state = dict(payload["state_dict"])
-        state["decoder.dense.bias"] = state["decoder.dense.bias"].to_sparse()
-        damage["state_dict"] = state
-    if "config" in damage:
-        damage["config"] = {**payload["config"], **damage["config"]}
-    torch.save({**payload, **damage}, tmp_path / "c.pt")
-    with pytest.raises(CheckpointError) as e:
-        load_checkpoint(tmp_path / "c.pt")
-    assert message in str(e.value) and "\n" not in str(e.value)
-
-
 def test_evaluate_without_the_corpus_path_says_so(trained, tmp_path):
     payload = payload_of(trained[0])
     torch.save(dict(payload, data={}), tmp_path / "d.pt")
     out = cli_run("evaluate", "--checkpoint", tmp_path / "d.pt")
     assert out.returncode == 1 and "does not say which corpus" in out.stderr and "Traceback" not in out.stderr
-
-
-@pytest.mark.parametrize("entry, value, message", [
-    ("train", {"epochs": "many"}, "training settings are damaged (epochs: expected int"),
-    ("progress", {"step": -1}, "progress entry is damaged (its step"),
-    ("progress", {"rng": torch.zeros(3)}, "progress entry is damaged (its rng"),
-    ("optimizer", {"state": {}, "param_groups": []}, "optimizer entry is damaged"),
-    ("optimizer", "moments", "optimizer entry is damaged"),
-    ("schedule", {"last_epoch": "x"}, "schedule entry is damaged"),
-])
-def test_a_damaged_training_state_is_named_on_resume(trained, tmp_path, capsys, entry, value, message):
-    payload = payload_of(trained[0])
-    if isinstance(value, dict) and isinstance(payload[entry], dict) and entry != "optimizer":
-        value = {**payload[entry], **value}
-    out = tmp_path / "r.pt"
-    torch.save({**payload, entry: value}, out)
-    status, _, err = train(capsys, trained[1], out, "--resume", "--max-steps", 5)
-    assert status == 1 and message in err and "Traceback" not in err, err
 
 
 class Payload:
@@ -396,26 +316,6 @@ def test_a_full_or_closed_standard_output_is_a_one_line_error(trained):
                              f"{trained[0]} {redirect}", shell=True, capture_output=True, text=True, cwd=ROOT,
                              timeout=300)
         assert out.returncode == 1 and out.stderr.count("\n") == 1 and "standard output" in out.stderr, out.stderr
-
-
-def test_after_a_stop_signal_further_signals_are_ignored_until_exit():
-    stop, previous = guards.StopRequest(), {s: signal.getsignal(s) for s in guards.STOP_SIGNALS}
-    try:
-        with guards.stop_on_signals(stop, lambda name: None):
-            os.kill(os.getpid(), signal.SIGHUP)               # a closed terminal stops the run like SIGTERM
-            time.sleep(0.1)
-        assert stop.reason == "SIGHUP" and guards.EXIT_STATUS["SIGHUP"] == 129
-        assert all(signal.getsignal(s) not in (previous[s], signal.SIG_DFL) for s in guards.STOP_SIGNALS)
-        for _ in range(2):                                    # a held Ctrl-C: nothing happens (a third would
-            os.kill(os.getpid(), signal.SIGINT)               # end the process, should its exit hang)
-            time.sleep(0.1)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    quiet = guards.StopRequest()
-    with guards.stop_on_signals(quiet, lambda name: None):
-        pass
-    assert signal.getsignal(signal.SIGINT) is previous[signal.SIGINT]     # no signal: handlers restored
 
 
 def test_sighup_stops_training_with_a_checkpoint(trained, tmp_path):

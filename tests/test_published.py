@@ -79,15 +79,6 @@ def test_a_checkpoint_and_a_published_model_say_which_model_they_are(subword_che
     assert type(plain.model.parts) is Parts                                             # chapter 7's model stays it
 
 
-def test_one_call_loads_the_published_model():
-    import nmt_lib.run
-    from nmt_lib.run import load_published
-
-    assert load_published is published.load_published and published.MODELS.parent == ROOT
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        nmt_lib.run.nothing
-
-
 def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkpoint, tmp_path):
     with pytest.raises(CheckpointError, match="none has been published with the course yet"):
         published.load_published(tmp_path / published.PUBLISHED)
@@ -96,15 +87,6 @@ def test_a_damaged_or_missing_published_model_is_a_one_line_error(subword_checkp
     (folder / "settings.json").write_text(json.dumps({**settings, "config": {**settings["config"], "d_model": 32}}))
     with pytest.raises(CheckpointError, match="do not fit the model its config describes"):
         published.load_published(folder, device="cpu")                    # checked as a checkpoint is
-    stored = next(iter(settings["tied"].values()))
-    for tied in ({"x": "no.such.weight"}, {stored: stored}):          # a name that is not there; one overwritten
-        (folder / "settings.json").write_text(json.dumps({**settings, "tied": tied}))
-        with pytest.raises(CheckpointError, match="tied weights is damaged"):
-            published.load_published(folder, device="cpu")
-    untied = {**settings, "config": {**settings["config"], "tie_embeddings": False}}
-    (folder / "settings.json").write_text(json.dumps(untied))                 # tied names in an untied model
-    with pytest.raises(CheckpointError, match="tied weights is damaged"):
-        published.load_published(folder, device="cpu")
     (folder / "settings.json").write_text(json.dumps(settings))
     (folder / "model.safetensors").write_bytes(b"not safetensors")
     with pytest.raises(CheckpointError, match="damaged"):
@@ -122,12 +104,7 @@ def test_translate_takes_a_published_model(subword_checkpoint, tmp_path):
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
 
 
-def test_settings_are_checked_by_value_and_an_export_that_would_overflow_is_refused(subword_checkpoint, tmp_path):
-    folder = published.export_model(subword_checkpoint, tmp_path / "pub", card="card\n")
-    settings = json.loads((folder / "settings.json").read_text())
-    (folder / "settings.json").write_text(json.dumps({**settings, "data": {**settings["data"], "preprocess": "Raw"}}))
-    with pytest.raises(CheckpointError, match="data settings are damaged.*preprocess must be one of"):
-        published.load_published(folder, device="cpu")
+def test_an_export_that_would_overflow_float16_is_refused(subword_checkpoint, tmp_path):
     ckpt = load_checkpoint(subword_checkpoint, device="cpu")
     with torch.no_grad():
         next(ckpt.model.parameters())[0, 0] = 1e6                 # beyond float16's 65,504

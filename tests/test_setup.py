@@ -36,18 +36,6 @@ def make_dry_run(target: str) -> list[str]:
     return out.stdout.splitlines()
 
 
-def test_make_test_builds_the_book_then_checks_the_export_lints_and_runs_every_notebook_under_nbval():
-    commands = make_dry_run("test")
-    book = next(i for i, c in enumerate(commands) if c.startswith(".venv/bin/sphinx-build"))
-    checks = [commands.index(".venv/bin/python tools/export_lib.py --check"), commands.index(".venv/bin/ruff check .")]
-    pytest_line = next(i for i, c in enumerate(commands) if " -m pytest " in c)
-    assert book < checks[0] < checks[1] < pytest_line == len(commands) - 1
-    run = commands[pytest_line].split()
-    assert run[:2] == ["NMT_QUICK=1", "NMT_CHROMIUM=/bin/true"]
-    assert run[run.index("pytest") + 1:run.index("pytest") + 4] == ["tests", "notebooks", "solutions"]
-    assert {"--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with"} <= set(run)
-
-
 def test_make_course_runs_every_chapter_then_builds_the_book():
     commands = make_dry_run("course")
     course = commands.index(".venv/bin/python tools/run_course.py")
@@ -124,38 +112,6 @@ def notebook_cells(path):
     return json.loads(path.read_text())["cells"]
 
 
-def test_every_chapter_opens_with_a_hidden_setup_cell_then_its_title_goals_and_a_summary():
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cells = notebook_cells(path)
-        setup, title = cells[0], cells[1]
-        source = "".join(setup["source"])
-        assert setup["cell_type"] == "code" and source.startswith("%matplotlib inline"), path.name
-        assert "remove-cell" in setup["metadata"].get("tags", []), f"{path.name}: the book would show the setup cell"
-        assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# "), path.name
-        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-        assert "**Learning goals.**" in text and "**Builds on:**" in text and "\n## Summary" in text, path.name
-
-
-def test_the_teaching_chapters_use_the_plain_blocks():
-    seventh = (ROOT / "notebooks" / "07_transformer.ipynb").read_text()
-    assert "FastDropout" not in seventh
-    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
-        code = "\n".join("".join(c["source"]) for c in notebook_cells(path) if c["cell_type"] == "code")
-        for switch in ("fast_dropout=True", 'loss="sliced"', "fused_adam=True", "fused=True"):
-            assert switch not in code, f"{path.name} switches on {switch}; chapter 10 is where speed-ups live"
-
-
-def test_every_chapter_from_1_on_ends_with_exercises():
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        if path.name.startswith("00_"):
-            continue
-        headings = [line for c in notebook_cells(path) if c["cell_type"] == "markdown"
-                    for line in "".join(c["source"]).splitlines() if line.startswith("## ")]
-        assert "## Exercises" in headings, f"{path.name} has no exercises"
-        assert headings.index("## Exercises") > headings.index("## Summary"), \
-            f"{path.name}: the exercises come after the summary"
-
-
 def test_a_chapter_with_exercises_has_its_solutions_executed_beside_it():
     chapters = [p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))
                 if any("## Exercises" in "".join(c["source"]) for c in notebook_cells(p))]
@@ -167,56 +123,6 @@ def test_a_chapter_with_exercises_has_its_solutions_executed_beside_it():
         assert code and all(c.get("outputs") or c.get("execution_count") for c in code), \
             f"{solutions.name} is not executed"
         assert f"solutions/{path.name}" in "".join("".join(c["source"]) for c in notebook_cells(path))
-
-
-def test_the_quick_loop_leaves_out_the_process_and_fault_tests():
-    import subprocess
-    files = [str(ROOT / "tests" / f"test_{name}.py") for name in ("training", "parallel", "faults", "without_d2l")]
-    out = subprocess.run([sys.executable, "-m", "pytest", *files, "--collect-only", "-q", "-m", "not slow"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    quick = out.stdout
-    assert out.returncode == 0 and "test_training.py::test_noam_lr_rises_linearly" in quick, out.stdout[-500:]
-    for slow in ("test_faults.py::", "test_without_d2l.py::",
-                 "test_training.py::test_cli_trains_translates_and_evaluates_english_german",
-                 "test_parallel.py::test_two_gloo_processes"):
-        assert slow not in quick, slow
-
-
-LINK = re.compile(r"\]\(([^)\s]+)\)")                    # [text](target)
-BOOK_SOURCES = (ROOT / "book", ROOT / "notebooks")  # the book is built from these, flattened (Makefile)
-
-
-def relative_links(text: str) -> list[str]:
-    """The link targets of Markdown text that point into the repository (no scheme, not a bare #anchor)."""
-    targets = [m.group(1).split("#")[0] for m in LINK.finditer(text)]
-    return [t for t in targets if t and not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
-
-
-def toctree_entries(text: str) -> list[str]:
-    """The documents a MyST toctree names (its lines that are not options)."""
-    blocks = re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
-    return [line.strip() for block in blocks for line in block.splitlines() if line.strip() and not line.startswith(":")]
-
-
-def test_every_relative_link_of_the_readme_and_the_book_resolves():
-    broken = [f"README.md -> {t}" for t in relative_links((ROOT / "README.md").read_text()) if not (ROOT / t).exists()]
-    for page in sorted((ROOT / "book").glob("*.md")):
-        text = page.read_text()
-        for target in relative_links(text):
-            in_book = target.startswith("solutions/") and (ROOT / target).exists()   # the book's solutions/
-            if not in_book and not any((base / target).exists() for base in BOOK_SOURCES):
-                broken.append(f"{page.relative_to(ROOT)} -> {target}")
-        for entry in toctree_entries(text):                  # a name or a glob, without its suffix
-            bases = BOOK_SOURCES + ((ROOT,) if entry.startswith("solutions/") else ())
-            if not any(list(base.glob(entry + suffix)) for base in bases for suffix in ("", ".md", ".ipynb")):
-                broken.append(f"{page.relative_to(ROOT)} toctree -> {entry}")
-    assert broken == []
-
-
-def test_the_link_parsers_find_repository_links_and_toctree_entries():
-    assert relative_links("see [the data](notebooks/01_data.ipynb#top) and [x](https://a.b) [y](#here)") == \
-        ["notebooks/01_data.ipynb"]
-    assert toctree_entries("```{toctree}\n:maxdepth: 1\n\nteachers\nsolutions/*\n```") == ["teachers", "solutions/*"]
 
 
 def test_every_package_of_nmt_lib_is_installed_by_pyproject():

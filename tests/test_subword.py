@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 import torch
 
-from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.run.inference import copy_unknowns, count_unknowns
@@ -179,7 +179,7 @@ def bpe_corpus(tmp_path):
     return path
 
 
-def test_checkpoint_keeps_the_tokenizer_and_reports_a_missing_or_damaged_one(tmp_path):
+def test_checkpoint_keeps_the_tokenizer(tmp_path):
     corpus = ParallelCorpus(bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, tie_embeddings=True))
@@ -188,17 +188,6 @@ def test_checkpoint_keeps_the_tokenizer_and_reports_a_missing_or_damaged_one(tmp
     assert isinstance(ckpt.tgt_vocab, SubwordVocab) and ckpt.src_vocab is ckpt.tgt_vocab
     assert ckpt.model.decoder.dense.weight is ckpt.model.encoder.embedding.weight
     assert ckpt.tgt_vocab.split("nous chantons .") == corpus.tgt_vocab.split("nous chantons .")
-    payload = torch.load(path, weights_only=True)
-    for damage in ({"kind": "sentencepiece-bpe", "shared": True}, {**payload["tokenizer"], "src_model": b"junk"},
-                   {"kind": "mystery"}):
-        torch.save({**payload, "tokenizer": damage}, tmp_path / "d.pt")
-        with pytest.raises(CheckpointError, match="tokenizer is missing or damaged") as e:
-            load_checkpoint(tmp_path / "d.pt")
-        assert "\n" not in str(e.value)
-    other = SubwordVocab.learn(corpus_lines(50), 300)
-    torch.save({**payload, "tokenizer": {**payload["tokenizer"], "src_model": other.model_bytes}}, tmp_path / "e.pt")
-    with pytest.raises(CheckpointError, match="does not match its vocabulary"):
-        load_checkpoint(tmp_path / "e.pt")
 
 
 def cli_run(*args, stdin=None):

@@ -191,12 +191,6 @@ def test_decoding_leaves_a_training_model_in_training_mode(decode):
     assert model.training and all(m.training for m in model.modules())
 
 
-def test_the_config_defaults_are_the_published_recipe():
-    cfg = TransformerConfig(10, 12)
-    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_layers, cfg.dropout) == (128, 4, 512, 3, 0.1)
-    assert not cfg.norm_first
-
-
 def test_the_plain_model_uses_nn_dropout_and_the_switch_swaps_every_one():
     plain, fast = make(), use_fast_dropout(make())
     count = 2 + 2 * 2 + 2 * 2                   # positions; each block's residual dropout and its FFN's

@@ -11,11 +11,6 @@ ROOT = Path(__file__).resolve().parent.parent
 USES_D2L = ["01_data", "03_scoring", "04a_bleu", "05_multihead", "06_positional", "10_fast"]
 
 
-def test_every_notebook_that_imports_d2l_is_listed_here():
-    users = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if "d2l.torch" in p.read_text()}
-    assert users == set(USES_D2L)
-
-
 @pytest.mark.parametrize("name", USES_D2L)
 def test_the_chapter_runs_in_quick_mode_without_d2l(name, tmp_path, monkeypatch):
     hidden = tmp_path / "site"

@@ -24,13 +24,13 @@ from nmt_lib.run.inference import MEMORY_BUDGET, evaluate_checkpoint, evaluate_p
 from nmt_lib.run.testsets import TEST_SETS
 from nmt_lib.run.records import evaluation_record, write_record
 from nmt_lib.run.options import add_settings, given, number, option
-from nmt_lib.run.sizes import check_model_size, field_errors
+from nmt_lib.run.sizes import check_model_size
 from nmt_lib.run.stdio import OutputError, stdin_batches, write_out
 from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run.progress import PROGRESS
 from nmt_lib.run.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.run.trainer import RunSettings, check_progress, full_fit, held_out_line
+from nmt_lib.run.trainer import RunSettings, full_fit, held_out_line
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -127,16 +127,6 @@ def new_run(settings: RunSettings, model_options: dict, corpus_options: dict, pa
     return settings, corpus, model.to(device)          # initialised on the CPU: the same weights on any device
 
 
-def saved_settings(resume: dict) -> dict:
-    """A run's own training settings, from its checkpoint's payload, over the tools' defaults. A checkpoint
-    written before `fast_dropout` became a training setting keeps it in its model config."""
-    train = dict(resume["train"])
-    if "fast_dropout" not in train:
-        train["fast_dropout"] = bool(resume["config"].get("fast_dropout", False))
-    names = {f.name for f in fields(RunSettings)}
-    return {k: v for k, v in {**FAST, **train}.items() if k in names}
-
-
 def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only RESUMABLE may)."""
     differ = []
@@ -171,11 +161,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
             raise CheckpointError(f"{out} holds no training state to resume from" + (
                 ": it is the mean of several checkpoints (average); resume the run's own --out" if
                 resume.get("averaged") else ""))
-        check_progress(resume["progress"])
-        wrong = field_errors(resume["train"], RunSettings) if isinstance(resume["train"], dict) else ["not a mapping"]
-        if wrong:
-            raise CheckpointError(f"{out}: its training settings are damaged ({'; '.join(wrong[:3])})")
-        saved = saved_settings(resume)
+        saved = resume["train"]
         differ = resume_differences(args, resume, saved)
         if differ:
             raise ValueError("--resume goes on with the run as it started, but these options differ from it: "

@@ -63,7 +63,7 @@ PREPARE = {"course": preprocess, "raw": unify_spaces}    # raw text -> what the 
 
 
 def preparer(data: dict):
-    """How a checkpoint's model wants raw text (checkpoints from before `preprocess`: the course's)."""
+    """How a checkpoint's model wants raw text (by default, the course's preprocessing)."""
     return PREPARE[data.get("preprocess", "course")]
 
 
@@ -156,8 +156,8 @@ class ParallelCorpus(NMTData):
                                     "more; pass --data to say where it is now")
         keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab",
                 "exclude", "preprocess")
-        stored = {k: settings[k] for k in keys if k in settings}          # checkpoints before chapter 8b: words
-        corpus = cls(path if path is not None else settings["path"], vocabularies=vocabularies, **stored)
+        corpus = cls(path if path is not None else settings["path"], vocabularies=vocabularies,
+                     **{k: settings[k] for k in keys})
         if corpus.settings["sha1"] != settings.get("sha1"):
             what = (f"{corpus.path} differs from the file the model was trained on (SHA-1 "
                     f"{corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}), so its held-out "

@@ -1,11 +1,9 @@
 """What keeps a long run from losing work or memory: the checkpoint's folder is checked before anything
 is read, one run per checkpoint holds a lock, Ctrl-C, SIGTERM or SIGHUP stops training cleanly with a checkpoint,
 and beam search decodes only as many sentences at once as a memory budget allows."""
-import errno
 import fcntl
 import os
 import signal
-import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,24 +40,6 @@ def check_writable(path, what: str = "checkpoint", option: str = "--out") -> Pat
     return path
 
 
-def open_lock_file(lock: Path) -> int:
-    """The lock file's descriptor: never through a symbolic link, and only a plain file of our own (a
-    link planted in its place would otherwise have the pid written into the file it points to)."""
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise CheckpointError(f"the lock file {lock} is a symbolic link, which the course never makes; "
-                                  "remove it and start again") from None
-        raise CheckpointError(f"cannot open the lock file {lock}: {e.strerror or e}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        os.close(fd)
-        raise CheckpointError(f"the lock file {lock} is not a plain file of its own (a device, a pipe or a "
-                              "hard link), which the course never makes; remove it and start again")
-    return fd
-
-
 @contextmanager
 def run_lock(path):
     """Hold an exclusive lock for the run that writes `path`: a lock file beside it, holding our pid.
@@ -68,7 +48,7 @@ def run_lock(path):
     the lock of a process that dies, so a lock left by a killed run is simply taken over, and the
     temporary files such a run left half-written for `path` (and for no other file) are removed."""
     path = Path(path)
-    fd = open_lock_file(path.with_name(f".{path.name}.lock"))
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -103,29 +83,18 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # Ctrl-C, kill, 
 def stop_on_signals(stop: StopRequest, announce):
     """Inside the block, SIGINT, SIGTERM and SIGHUP set `stop` (training finishes its update, saves and
     returns) instead of killing the process; `announce(name)` runs at the first one. Later signals change
-    nothing, so a second Ctrl-C cannot interrupt the checkpoint being written; and once one has come, the
-    process is on its way out, so after the block two more are ignored too (a held Ctrl-C would otherwise
-    break into the interpreter's clean-up) and a third ends the process at once, should its exit hang."""
+    nothing, so a second Ctrl-C cannot interrupt the checkpoint being written."""
     def handler(signum, frame):
         if stop.reason is None:
             announce(signal.Signals(signum).name)
         stop(signum, frame)
 
-    def after(signum, frame):           # the run has stopped and saved: a third signal ends a stuck exit
-        after.count += 1
-        if after.count >= 3:
-            os._exit(EXIT_STATUS.get(stop.reason, EXIT_STATUS["SIGTERM"]))
-
-    after.count = 0
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield stop
     finally:
         for s, old in previous.items():
-            signal.signal(s, after if stop.reason in SIGNAL_NAMES else old)
-
-
-SIGNAL_NAMES = {s.name for s in STOP_SIGNALS}
+            signal.signal(s, old)
 
 
 def beam_batch_size(beam: int, cfg, *, max_len: int, budget_mb: float, wanted: int) -> int:

@@ -79,19 +79,13 @@ def load_published(folder=None, device=None) -> Checkpoint:
     if not isinstance(settings, dict) or settings.get("format") != FORMAT:
         raise CheckpointError(f"{folder}/settings.json is not a published model's (format "
                               f"{settings.get('format') if isinstance(settings, dict) else None!r})")
-    tokenizer = settings.get("tokenizer")
-    if isinstance(tokenizer, dict):
-        try:
-            tokenizer = {k: (base64.b64decode(v["base64"], validate=True) if isinstance(v, dict) else v)
-                         for k, v in tokenizer.items()}
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{folder}/settings.json: its tokenizer entry is damaged") from None
-    tied = settings.get("tied") or {}
-    config = settings.get("config") if isinstance(settings.get("config"), dict) else {}
-    if (not isinstance(tied, dict) or (tied and not config.get("tie_embeddings"))
-            or not all(isinstance(v, str) and v in weights and k not in weights for k, v in tied.items())):
-        raise CheckpointError(f"{folder}/settings.json: its list of tied weights is damaged")
-    weights.update({alias: weights[name] for alias, name in tied.items()})
+    try:
+        tokenizer = {k: (base64.b64decode(v["base64"]) if isinstance(v, dict) else v)
+                     for k, v in settings["tokenizer"].items()}
+        tied = settings.get("tied") or {}
+        weights.update({alias: weights[name] for alias, name in tied.items()})
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{folder}/settings.json is damaged ({e})") from None
     payload = {**{k: settings[k] for k in KEPT + ("training",) if k in settings}, "format": CHECKPOINT_FORMAT,
                "tokenizer": tokenizer, "state_dict": {k: v.float() for k, v in weights.items()}}
     ckpt = checkpoint_from(payload, folder, device)

@@ -36,14 +36,10 @@ def machine() -> dict:
 def new_session(progress: dict, device, world: int) -> dict:
     """A stretch of a run that starts now: where it computes (CPU or GPU, threads, processes) from which
     update; `close_session` enters it in `progress["sessions"]` once it has made an update, so that a
-    record can say what a resumed run ran on. Updates made before sessions were recorded get an entry of
-    their own, its machine unknown (None)."""
+    record can say what a resumed run ran on."""
     import torch
 
-    sessions = progress.setdefault("sessions", [])
-    if not sessions and progress["step"] > 0:
-        sessions.append({"from_update": 0, "to_update": progress["step"], "seconds": round(progress["seconds"], 1),
-                         "machine": None})
+    progress.setdefault("sessions", [])
     where = (torch.cuda.get_device_name(device) if device.type == "cuda" else
              cpu_name() if device.type == "cpu" else device.type)
     return {"from_update": progress["step"], "to_update": progress["step"], "seconds": 0.0,

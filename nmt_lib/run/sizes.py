@@ -3,8 +3,6 @@ memory they take, and the ceilings the tools hold to (parameters, and layers). A
 read from a crafted checkpoint (`n_layers = 10**7`) is refused in one line, before any memory is taken.
 """
 import os
-from dataclasses import fields
-from typing import get_args, get_type_hints
 
 import torch
 
@@ -62,32 +60,3 @@ def check_model_size(config: dict, *, parts=None, training: bool, what: str = "t
         raise ValueError(f"{what} would have {n:,} parameters and need about {gigabytes(need)} {task}, more "
                          f"than this machine's {gigabytes(memory)} of memory{hint}")
     return n
-
-
-def field_errors(values: dict, cls, *, known_only: bool = False) -> list[str]:
-    """The entries of `values` whose type does not fit the field of dataclass `cls` they name ('d_model:
-    expected int, got 32.0'); with `known_only`, entries that are not fields are let through."""
-    hints, errors = get_type_hints(cls), []
-    names = {f.name for f in fields(cls)}
-    for key, value in values.items():
-        if key not in names:
-            if not known_only:
-                errors.append(f"{key}: not a setting of {cls.__name__}")
-            continue
-        kinds = get_args(hints[key]) or (hints[key],)             # int | None -> (int, NoneType)
-        if not any(fits(value, kind) for kind in kinds):
-            wanted = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
-            errors.append(f"{key}: expected {wanted}, got {value!r:.40}")
-    return errors
-
-
-def fits(value, kind) -> bool:
-    if kind is type(None):
-        return value is None
-    if kind is bool:
-        return isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, kind)

@@ -27,7 +27,7 @@ from nmt_lib.run.guards import StopRequest
 from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
-                              noam_lr, noam_schedule, record_update, token_loaders, update_groups)
+                              noam_schedule, record_update, token_loaders, update_groups)
 
 
 @dataclass
@@ -58,72 +58,16 @@ class RunSettings(TrainSettings):
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
-def restore(progress: dict, resume: dict, optimizer, schedule, scaler, settings: RunSettings, d_model: int) -> dict:
-    """The progress, optimizer, schedule and loss scale of a checkpoint's payload, to go on from there;
-    `CheckpointError` naming the entry that is damaged."""
-    progress = check_progress(resume.get("progress"))
+def restore(resume: dict, optimizer, schedule, scaler) -> dict:
+    """Go on from a checkpoint's payload: its optimizer, schedule and fp16 loss scale; returns its progress."""
     try:
         optimizer.load_state_dict(resume["optimizer"])
-        for group in optimizer.param_groups:          # a state of other shapes would fail only at the update
-            for p in group["params"]:
-                if any(isinstance(v, torch.Tensor) and v.dim() and v.shape != p.shape
-                       for v in optimizer.state.get(p, {}).values()):
-                    raise ValueError("its moments do not have the weights' shapes")
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
-        raise CheckpointError(f"the checkpoint's optimizer entry is damaged ({first_line(e)})") from None
-    try:
-        if resume.get("schedule") is not None:
-            schedule.load_state_dict(dict(resume["schedule"]))
-            if not isinstance(schedule.last_epoch, int):
-                raise TypeError(f"last_epoch is {schedule.last_epoch!r}")
-        else:                       # a checkpoint from before the schedule was saved: the next update's rate
-            schedule.last_epoch = progress["step"]
-            for group in optimizer.param_groups:
-                group["lr"] = settings.lr_factor * noam_lr(progress["step"] + 1, d_model=d_model,
-                                                           warmup=settings.warmup)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"the checkpoint's schedule entry is damaged ({first_line(e)})") from None
-    if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
-        scaler.load_state_dict(check_scaler(resume["scaler"]))
-    return progress
-
-
-def check_scaler(state) -> dict:
-    """A checkpoint's fp16 loss-scaler state, its fields checked (`GradScaler` takes any values, and a
-    damaged one would fail only at the first update); `CheckpointError` naming the damaged ones."""
-    if not isinstance(state, dict):
-        raise CheckpointError("the checkpoint's scaler entry is damaged (not a mapping)")
-    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)
-    rules = {"scale": lambda v: number(v) and v > 0, "growth_factor": lambda v: number(v) and v > 1,
-             "backoff_factor": lambda v: number(v) and 0 < v < 1, "growth_interval": lambda v: whole(v) and v > 0,
-             "_growth_tracker": lambda v: whole(v) and v >= 0}
-    wrong = [name for name, fits in rules.items() if not fits(state.get(name))]
-    if wrong:
-        raise CheckpointError(f"the checkpoint's scaler entry is damaged (its {', '.join(wrong)})")
-    return state
-
-
-def check_progress(progress) -> dict:
-    """A checkpoint's progress entry, its fields checked; `CheckpointError` naming the first damaged one."""
-    fresh = new_progress()
-    if not isinstance(progress, dict):
-        raise CheckpointError("the checkpoint's progress entry is damaged (not a mapping)")
-    wrong = [k for k in ("step", "batch") if not (type(progress.get(k)) is int and progress[k] >= 0)]
-    wrong += [] if type(progress.get("epoch")) is int and progress["epoch"] >= 1 else ["epoch"]
-    wrong += [] if isinstance(progress.get("seconds"), (int, float)) else ["seconds"]
-    wrong += [] if isinstance(progress.get("sessions", []), list) else ["sessions"]
-    history = progress.get("history")
-    if not isinstance(history, dict) or not all(isinstance(history.get(k), list) for k in fresh["history"]):
-        wrong.append("history")
-    for key in ("rng", "cuda_rng"):
-        value = progress.get(key)
-        if value is not None and not (isinstance(value, torch.Tensor) and value.dtype == torch.uint8
-                                      and value.dim() == 1 and value.numel() > 0):
-            wrong.append(key)
-    if wrong:
-        raise CheckpointError(f"the checkpoint's progress entry is damaged (its {', '.join(wrong)})")
-    return progress
+        schedule.load_state_dict(resume["schedule"])
+        if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
+            scaler.load_state_dict(resume["scaler"])
+        return resume["progress"]
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"the checkpoint's training state is damaged ({first_line(e)})") from None
 
 
 def restore_rng(progress: dict, device):
@@ -175,7 +119,7 @@ def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict
     schedule = noam_schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
     progress = new_progress()
     if resume is not None:          # after building the schedule, which sets the rates that loading restores
-        progress = restore(progress, resume, optimizer, schedule, scaler, settings, model.cfg.d_model)
+        progress = restore(resume, optimizer, schedule, scaler)
     restore_rng(progress, device)
     saved_at = progress["step"] if resume is not None else None      # the update the checkpoint on disk holds
     if world > 1:
