@@ -98,9 +98,11 @@ def read_payload(path: Path, device):
     """`torch.load` with `weights_only=True`: tensors and plain containers only, so loading runs no code."""
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except pickle.UnpicklingError as e:        # objects that only full unpickling could rebuild
-        raise CheckpointError(f"{path} is not a safe checkpoint: it holds Python objects besides tensors and "
-                              f"plain containers, and loading it could run code ({first_line(e)})") from None
+    except pickle.UnpicklingError as e:
+        if "global" in str(e).lower():          # objects that only full unpickling could rebuild
+            raise CheckpointError(f"{path} is not a safe checkpoint: it holds Python objects besides tensors and "
+                                  "plain containers, and loading it could run code") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt, or not made by torch.save)") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError) as e:
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
                               f"torch.save): {first_line(e)}") from None
