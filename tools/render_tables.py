@@ -391,13 +391,13 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is out of date")
     args = parser.parse_args(argv)
     stale = [name for name, (now, new) in render().items() if now != new]
-    if args.check:
-        if stale:
-            print(f"render_tables: out of date with the notebooks and records: {', '.join(stale)}; run "
-                  "python tools/render_tables.py")
-        return 1 if stale else 0
-    for name, (_, new) in render().items():
-        (ROOT / name).write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print(f"render_tables: out of date with the notebooks and records: {', '.join(stale)}; run "
+              "python tools/render_tables.py")
+        return 1
+    for name, (now, new) in render().items():
+        if now != new:
+            (ROOT / name).write_text(new, encoding="utf-8")
     print(("rewrote " + ", ".join(stale)) if stale else "tables match the notebooks and the records")
     return 0
 
