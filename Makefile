@@ -43,8 +43,8 @@ test: $(STAMP) book chromium
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
-# built once; the unit tests and nbval run there. The benchmark and browser tests need the pinned stack;
-# test_without_d2l hides d2l from the pinned stack, and this one has none to hide.
+# built once; the quick unit tests and nbval run there, so every notebook also runs without d2l. The
+# slow tests (browser, subprocesses, faults) and the benchmark run on the pinned stack only.
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
@@ -57,8 +57,8 @@ $(LATEST)/.installed: pyproject.toml Makefile
 
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
-	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL) \
-	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py --ignore=tests/test_without_d2l.py
+	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL) -m "not slow" \
+	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
 	$(PYTHON) tools/fetch_mathjax.py $(MATHJAX)

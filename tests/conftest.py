@@ -44,7 +44,7 @@ def de_corpus(tmp_path):
 
 # A test is slow when it drives a browser, starts processes (the command line, torchrun, a kernel) or
 # injects faults: `pytest -m "not slow" tests` is the quick loop without them.
-SLOW_MODULES = {"test_browser", "test_faults", "test_without_d2l"}
+SLOW_MODULES = {"test_browser", "test_faults"}
 SLOW_CALLS = ("cli_run(", "subprocess.", "torchrun", "nbclient", "train(data")
 
 
