@@ -61,8 +61,9 @@ def train_lm(
     title: str = "language model",
 ) -> dict:
     """Next-token training on random windows of `stream` (chapter 1's
-    `seq_data_iter_random`, new windows each epoch), Adam with the paper's betas;
-    returns the training loss per epoch and seconds."""
+    `seq_data_iter_random`, new windows each epoch), Adam with the paper's betas, a
+    tqdm bar per epoch (none when `quiet`); returns the training loss per epoch and
+    seconds."""
     device = model_device(model)
     optimizer = paper_adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)

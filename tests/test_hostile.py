@@ -1,6 +1,7 @@
-"""The command line and its checkpoints against a hostile user: planted links, crafted checkpoints, absurd
-sizes, over-long and endless input, full disks and closed outputs. Each case names what must hold: nothing
-lost, nothing overwritten, memory bounded, one line in and one line out, and a one-line error otherwise."""
+"""The command line and its checkpoints under a course's real risks: absurd sizes, over-long and endless
+input, full disks and closed outputs, a checkpoint that would run code. Each case names what must hold:
+nothing lost, nothing overwritten, memory bounded, one line in and one line out, and a one-line error
+otherwise."""
 import errno
 import os
 import select
@@ -254,7 +255,7 @@ def test_a_model_that_writes_line_breaks_still_gives_one_line_per_input(trained,
     assert out.stdout.count("\n") == 2 and "a b" in out.stdout
 
 
-# ---- 12, 14, 16: crafted checkpoints are one-line errors naming the field ------------------------------
+# ---- 12, 14, 16: checkpoints that cannot be used are one-line errors ------------------------------------
 
 def test_evaluate_without_the_corpus_path_says_so(trained, tmp_path):
     payload = payload_of(trained[0])

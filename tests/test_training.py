@@ -21,7 +21,7 @@ from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.data import Batch
 from nmt_lib.fast import sliced_batch_loss
 from nmt_lib.run.trainer import RunSettings, full_fit
-from nmt_lib.training import TrainSettings, batch_loss, fit, noam_lr, noam_schedule, smoothed_targets
+from nmt_lib.training import TrainSettings, batch_loss, fit, new_progress, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 from conftest import german_lines
@@ -210,6 +210,25 @@ def saved(tmp_path, de_corpus, name="m.pt"):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
     return save_checkpoint(tmp_path / name, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings), model
+
+
+def test_a_checkpoint_without_a_schedule_cannot_be_resumed_and_says_so(tmp_path, de_corpus, capsys):
+    # A learner's own on_epoch_end (chapter 9) may save the optimizer but not the schedule.
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = tiny_model(corpus)
+    optimizer = torch.optim.Adam(model.parameters())
+    path = save_checkpoint(tmp_path / "own.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings,
+                           train=RunSettings(), progress=dict(new_progress(), step=1), optimizer=optimizer)
+    assert cli.main(["train", "--out", str(path), "--resume"]) == 1
+    assert "holds no training state" in capsys.readouterr().err
+
+
+def test_a_damaged_tokenizer_is_named_once(tmp_path, de_corpus):
+    path, _ = saved(tmp_path, de_corpus)
+    torch.save(dict(torch.load(path, weights_only=True), tokenizer={"kind": "mystery"}), tmp_path / "t.pt")
+    with pytest.raises(CheckpointError, match=r"t\.pt: its tokenizer is missing or damaged") as e:
+        load_checkpoint(tmp_path / "t.pt")
+    assert str(e.value).count("t.pt") == 1
 
 
 def test_load_checkpoint_puts_the_model_on_the_chosen_device_unless_told(tmp_path, de_corpus, monkeypatch):

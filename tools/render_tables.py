@@ -233,8 +233,8 @@ def public_results(ours: list[dict], others: dict, card: str | None = None) -> s
               f"{r['sacrebleu']:.1f}", "–" if r["chrf"] is None else f"{r['chrf']:.1f}"] for r in others["rows"]]
     first, ex = ours[0], ours[0]["data"]["excluded"]
     facts = [["test set, one reference each", f"`{first['split']}`, {first['sentences']:,} pairs"],
-             ["our scores", f"`evaluate --test tatoeba` on {machine(first)}, after {training_minutes(first):.0f} "
-                            "min of training"],
+             ["our scores", f"`evaluate --test tatoeba` on {machine(first)}, after "
+                            f"{duration(training_minutes(first) * 60)} of training"],
              ["sacreBLEU signature", f"`{first['signature']}`"], ["chrF signature", f"`{first['chrf_signature']}`"],
              ["test pairs sharing a sentence with our corpus: as written, Unicode and spaces unified",
               f"{ex['test_pairs_in_corpus_exactly']:,} and {ex['test_pairs_in_corpus']:,} of {ex['test_pairs']:,}"],
@@ -259,7 +259,7 @@ def limits(rec: dict, ours: list[dict], others: dict) -> str:
             ("test sentences with an English word no training sentence holds", share(lim["unseen_english_word"])),
             ("test references with a French word no training translation holds", share(lim["unseen_french_word"])),
             ("test lines that repeat an English sentence with another reference", share(lim["repeated_english"]))]
-    return "\n".join(["| | |", "|---|---:|", *(f"| {name} | {value} |" for name, value in rows)])
+    return table(["", ""], rows, "lr")
 
 
 def recipe(rec: dict) -> str:

@@ -113,8 +113,8 @@ def main(argv=None):
     build = ROOT / "build" / "course"
     build.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("NMT_FIG_DIR", str(ROOT / "figures"))
-    # Nobody watches a headless kernel: no progress in a terminal's bars (tqdm's notebook bars, which ignore
-    # this, are dropped from the outputs).
+    # Nobody watches a headless kernel: the command line's progress bars read this; the lessons' tqdm.auto
+    # bars do not (they pass disable= themselves), and their notebook widgets are dropped from the outputs.
     os.environ["TQDM_DISABLE"] = "1"
     folders, chapters = chosen(args.only, solutions=args.solutions, everything=args.all)
     if not chapters:

@@ -136,10 +136,10 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
     try:
         parts = ModernParts(**payload["parts"]) if payload.get("parts") else None
         cfg = TransformerConfig(**payload["config"])
-        src_vocab, tgt_vocab = load_vocabularies(payload, path)
         preparer(payload["data"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path} is damaged ({first_line(e)})") from None
+    src_vocab, tgt_vocab = load_vocabularies(payload, path)
     try:
         check_model_size(asdict(cfg), parts=parts, training=False, what=f"the model {path} describes")
     except ValueError as e:

@@ -157,7 +157,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
     if args.resume:
         ckpt = load_checkpoint(out, device=args.device)
         resume = ckpt.payload
-        if not resume.get("progress") or not resume.get("optimizer") or not resume.get("train"):
+        if not all(resume.get(k) for k in ("progress", "optimizer", "schedule", "train")):
             raise CheckpointError(f"{out} holds no training state to resume from" + (
                 ": it is the mean of several checkpoints (average); resume the run's own --out" if
                 resume.get("averaged") else ""))

@@ -66,7 +66,7 @@ def restore(resume: dict, optimizer, schedule, scaler) -> dict:
         if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
             scaler.load_state_dict(resume["scaler"])
         return resume["progress"]
-    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
         raise CheckpointError(f"the checkpoint's training state is damaged ({first_line(e)})") from None
 
 
