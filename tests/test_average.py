@@ -1,8 +1,6 @@
 """Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
 `average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -97,23 +95,23 @@ def test_checkpoints_before_and_after_a_resume_average(run, tmp_path):
     assert load_checkpoint(mean, device="cpu").payload["data"]["excluded"] == {"train": 0}   # the latest's
 
 
-def test_average_on_the_command_line(run, tmp_path):
+def test_average_on_the_command_line(run, tmp_path, capsys):
+    from nmt_lib.run import cli
+
+    def call(*args):
+        status = cli.main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
     _, out, _ = run
-    ok = subprocess.run([sys.executable, "-m", "nmt_lib", "average", "--out", str(tmp_path / "avg.pt"),
-                         str(epoch_checkpoint(out, 3)), str(out)], cwd=ROOT, capture_output=True, text=True)
-    assert ok.returncode == 0 and "averaged 2 checkpoints" in ok.stdout, ok.stderr
-    resumed = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "avg.pt"),
-                              "--resume"], cwd=ROOT, capture_output=True, text=True)
-    assert resumed.returncode == 1 and "no training state to resume from" in resumed.stderr
-    fresh = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "run.pt"),
-                            "--max-steps", "1"], cwd=ROOT, capture_output=True, text=True)
-    assert fresh.returncode == 1 and "pass --resume" in fresh.stderr
+    status, stdout, err = call("average", "--out", tmp_path / "avg.pt", epoch_checkpoint(out, 3), out)
+    assert status == 0 and "averaged 2 checkpoints" in stdout, err
+    status, _, err = call("train", "--out", tmp_path / "avg.pt", "--resume")
+    assert status == 1 and "no training state to resume from" in err and "average" in err
+    status, _, err = call("train", "--out", tmp_path / "run.pt", "--max-steps", 1)
+    assert status == 1 and "pass --resume" in err
     out.unlink()                                             # its epoch ends are still there: a fresh run refuses
-    fresh = subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(out), "--max-steps", "1"],
-                           cwd=ROOT, capture_output=True, text=True)
-    assert fresh.returncode == 1 and "run.epoch3.pt exists" in fresh.stderr
-    assert "average" in subprocess.run([sys.executable, "-m", "nmt_lib", "train", "--out", str(tmp_path / "avg.pt"),
-                                        "--resume"], cwd=ROOT, capture_output=True, text=True).stderr
-    missing = subprocess.run([sys.executable, "-m", "nmt_lib", "average", "--out", str(tmp_path / "x.pt"),
-                              str(epoch_checkpoint(out, 3)), str(tmp_path / "none.pt")], cwd=ROOT, capture_output=True, text=True)
-    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "not found" in missing.stderr
+    status, _, err = call("train", "--out", out, "--max-steps", 1)
+    assert status == 1 and "run.epoch3.pt exists" in err
+    status, _, err = call("average", "--out", tmp_path / "x.pt", epoch_checkpoint(out, 3), tmp_path / "none.pt")
+    assert status == 1 and err.count("\n") == 1 and "not found" in err

@@ -108,39 +108,38 @@ def test_raw_preprocessing_keeps_case_and_punctuation_and_needs_subwords(tmp_pat
         CorpusSettings(preprocess="raw")
 
 
-def test_evaluate_scores_a_case_keeping_model_on_the_public_test_set(tmp_path, monkeypatch):
+def test_evaluate_scores_a_case_keeping_model_on_the_public_test_set(tmp_path, monkeypatch, capsys):
     import json
-    import subprocess
-    import sys
+
+    from nmt_lib.run import cli
 
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
     plant_test_set(tmp_path, [("I am tired.", "Ich bin müde."), ("We see a dog?", "Wir sehen einen Hund?")],
-                   monkeypatch)
-    env = {**os.environ, "NMT_DATA_DIR": str(tmp_path)}
-    # The test set's files are checked by SHA-256: the command line must take the planted ones for the real.
-    files = json.dumps(testsets.TATOEBA_FILES)
-    code = ("import json, sys, nmt_lib.run.testsets as t; t.TATOEBA_FILES = json.loads(sys.argv[1]); "
-            "from nmt_lib.run.cli import main; sys.exit(main(sys.argv[2:]))")
-    run = lambda *args: subprocess.run([sys.executable, "-c", code, files, *map(str, args)], capture_output=True,
-                                       text=True, env=env, timeout=300)
-    evaluate = run
+                   monkeypatch)                          # its SHA-256s made the expected ones
+
+    def run(*args):
+        status = cli.main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
     small = ["--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1, "--max-steps", 3, "--max-tokens", 80,
              "--tokens-per-update", 100, "--warmup", 2, "--tokenizer", "bpe", "--vocab-size", 400, "--progress", "none"]
-    out = run("train", "--data", corpus, "--preprocess", "raw", "--exclude", "tatoeba", *small, "--out", tmp_path / "m.pt")
-    assert out.returncode == 0, out.stderr
-    assert "pairs that share a sentence with the tatoeba test set" in out.stderr
-    out = evaluate("evaluate", "--checkpoint", tmp_path / "m.pt", "--test", "tatoeba", "--record", tmp_path / "r.json")
-    assert out.returncode == 0, out.stderr
-    assert "tatoeba-test-v2021-08-07: 2 sentences, one reference each, greedy" in out.stdout
-    assert "case:mixed" in out.stdout and "nrefs:1" in out.stdout and "course token BLEU" not in out.stdout
+    status, _, err = run("train", "--data", corpus, "--preprocess", "raw", "--exclude", "tatoeba", *small,
+                         "--out", tmp_path / "m.pt")
+    assert status == 0, err
+    assert "pairs that share a sentence with the tatoeba test set" in err
+    status, out, err = run("evaluate", "--checkpoint", tmp_path / "m.pt", "--test", "tatoeba", "--record",
+                           tmp_path / "r.json")
+    assert status == 0, err
+    assert "tatoeba-test-v2021-08-07: 2 sentences, one reference each, greedy" in out
+    assert "case:mixed" in out and "nrefs:1" in out and "course token BLEU" not in out
     assert json.loads((tmp_path / "r.json").read_text())["split"] == "tatoeba-test-v2021-08-07"
-    out = run("train", "--data", corpus, "--preprocess", "raw", *small, "--out", tmp_path / "plain.pt")
-    assert out.returncode == 0, out.stderr
-    out = evaluate("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba")
-    assert out.returncode == 1 and "trained without --exclude tatoeba" in out.stderr and "--overlap-ok" in out.stderr
-    out = evaluate("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba", "--overlap-ok")
-    assert out.returncode == 0, out.stderr
+    status, _, err = run("train", "--data", corpus, "--preprocess", "raw", *small, "--out", tmp_path / "plain.pt")
+    assert status == 0, err
+    status, _, err = run("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba")
+    assert status == 1 and "trained without --exclude tatoeba" in err and "--overlap-ok" in err
+    assert run("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba", "--overlap-ok")[0] == 0
 
 
 def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, monkeypatch):

@@ -503,47 +503,54 @@ def test_an_unwritable_out_fails_before_the_corpus_is_read(tmp_path, de_corpus, 
     assert "cannot write the checkpoint" in err and "Permission denied" in err and not read
 
 
-def test_resume_takes_the_changeable_options_and_refuses_the_others(tmp_path, de_corpus):
+def cli_call(capsys, *args) -> tuple[int, str, str]:
+    """`python -m nmt_lib ...` in this process: (exit status, stdout, stderr)."""
+    status = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_resume_takes_the_changeable_options_and_refuses_the_others(tmp_path, de_corpus, capsys):
     out = tmp_path / "r.pt"
-    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 2)).returncode == 0
-    bad = cli_run("train", "--out", out, "--resume", "--d-model", 32, "--lr-factor", 0.9, "--max-pairs", 10,
-                  "--seed", 1, "--max-steps", 3, "--progress", "none")
-    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
-    assert "--d-model 32 (the run has 16)" in bad.stderr and "--lr-factor 0.9 (the run has 0.5)" in bad.stderr
-    assert "--max-pairs 10 (the run has None)" in bad.stderr and "--seed" not in bad.stderr   # the same value: fine
-    good = cli_run("train", "--out", out, "--resume", "--d-model", 16, "--max-steps", 3, "--checkpoint-every", 1,
-                   "--progress", "none")
-    assert good.returncode == 0, good.stderr
+    assert cli_call(capsys, *tiny_train_args(de_corpus, out, "--max-steps", 2))[0] == 0
+    status, _, err = cli_call(capsys, "train", "--out", out, "--resume", "--d-model", 32, "--lr-factor", 0.9,
+                              "--max-pairs", 10, "--seed", 1, "--max-steps", 3, "--progress", "none")
+    assert status == 1 and err.count("\n") == 1
+    assert "--d-model 32 (the run has 16)" in err and "--lr-factor 0.9 (the run has 0.5)" in err
+    assert "--max-pairs 10 (the run has None)" in err and "--seed" not in err   # the same value: fine
+    status, _, err = cli_call(capsys, "train", "--out", out, "--resume", "--d-model", 16, "--max-steps", 3,
+                              "--checkpoint-every", 1, "--progress", "none")
+    assert status == 0, err
     assert load_checkpoint(out).step == 3
 
 
-def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus):
+def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus, capsys):
     out = tmp_path / "c.pt"
-    assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 2)).returncode == 0
+    assert cli_call(capsys, *tiny_train_args(de_corpus, out, "--max-steps", 2))[0] == 0
     changed = tmp_path / "changed.txt"
     changed.write_text(de_corpus.read_text() + "Go!\tLos!\tCC-BY\n")
-    refused = cli_run("train", "--out", out, "--resume", "--data", changed, "--max-steps", 3, "--progress", "none")
-    assert refused.returncode == 1 and "--data-changed-ok" in refused.stderr and "differs" in refused.stderr
-    taken = cli_run("train", "--out", out, "--resume", "--data", changed, "--data-changed-ok", "--max-steps", 3,
-                    "--progress", "none")
-    assert taken.returncode == 0 and "warning" in taken.stderr
+    status, _, err = cli_call(capsys, "train", "--out", out, "--resume", "--data", changed, "--max-steps", 3,
+                              "--progress", "none")
+    assert status == 1 and "--data-changed-ok" in err and "differs" in err
+    status, _, err = cli_call(capsys, "train", "--out", out, "--resume", "--data", changed, "--data-changed-ok",
+                              "--max-steps", 3, "--progress", "none")
+    assert status == 0 and "warning" in err
     assert load_checkpoint(out).payload["data"]["path"] == str(changed)   # the run goes on with the new file
     changed.rename(tmp_path / "elsewhere.txt")
-    moved = cli_run("evaluate", "--checkpoint", out)
-    assert moved.returncode == 1 and "--data" in moved.stderr and "not there any more" in moved.stderr
-    assert cli_run("evaluate", "--checkpoint", out, "--data", tmp_path / "elsewhere.txt").returncode == 0
+    status, _, err = cli_call(capsys, "evaluate", "--checkpoint", out)
+    assert status == 1 and "--data" in err and "not there any more" in err
+    assert cli_call(capsys, "evaluate", "--checkpoint", out, "--data", tmp_path / "elsewhere.txt")[0] == 0
 
 
-def test_without_a_validation_split_train_says_so_and_an_empty_test_split_is_an_error(tmp_path, de_corpus):
+def test_without_a_validation_split_train_says_so_and_an_empty_test_split_is_an_error(tmp_path, de_corpus, capsys):
     out = tmp_path / "v.pt"
-    run = cli_run(*tiny_train_args(de_corpus, out, "--epochs", 1, "--valid-frac", 0))
-    assert run.returncode == 0, run.stderr
-    assert "no validation split" in run.stdout and "valid loss" not in run.stdout
+    status, stdout, err = cli_call(capsys, *tiny_train_args(de_corpus, out, "--epochs", 1, "--valid-frac", 0))
+    assert status == 0, err
+    assert "no validation split" in stdout and "valid loss" not in stdout
     out2 = tmp_path / "t.pt"
-    assert cli_run(*tiny_train_args(de_corpus, out2, "--max-steps", 1, "--test-frac", 0)).returncode == 0
-    empty = cli_run("evaluate", "--checkpoint", out2)
-    assert empty.returncode == 1 and "test split" in empty.stderr and "is empty" in empty.stderr
-    assert "Traceback" not in empty.stderr
+    assert cli_call(capsys, *tiny_train_args(de_corpus, out2, "--max-steps", 1, "--test-frac", 0))[0] == 0
+    status, _, err = cli_call(capsys, "evaluate", "--checkpoint", out2)
+    assert status == 1 and "test split" in err and "is empty" in err and "Traceback" not in err
 
 
 def test_a_second_run_on_the_same_checkpoint_is_refused_and_a_dead_runs_lock_taken_over(tmp_path, de_corpus):
