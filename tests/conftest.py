@@ -1,4 +1,5 @@
-"""Shared by the tests: the tools on the import path, one small corpus, and the `slow` marker."""
+"""Shared by the tests: the tools on the import path, one small corpus, the command line and tqdm as a test
+reads them, and the `slow` marker."""
 import inspect
 import sys
 from pathlib import Path
@@ -28,6 +29,20 @@ def german_lines() -> list[str]:
             lines.append(f"{cap} have {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test")
             lines.append(f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test")
     return lines
+
+
+def cli_call(capsys, *args) -> tuple[int, str, str]:
+    """`python -m nmt_lib ...` in this process: (exit status, stdout, stderr)."""
+    from nmt_lib.run import cli
+
+    status = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def last_drawings(err: str) -> list[str]:
+    """What a tqdm bar last drew on each of its lines (it redraws a line with '\\r')."""
+    return [line.split("\r")[-1] for line in err.rstrip("\n").split("\n")]
 
 
 def write_corpus(folder: Path) -> Path:

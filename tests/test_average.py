@@ -1,6 +1,7 @@
 """Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
 `average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.transformer import Transformer, TransformerConfig
+
+from conftest import cli_call
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,13 +99,7 @@ def test_checkpoints_before_and_after_a_resume_average(run, tmp_path):
 
 
 def test_average_on_the_command_line(run, tmp_path, capsys):
-    from nmt_lib.run import cli
-
-    def call(*args):
-        status = cli.main([str(a) for a in args])
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-
+    call = partial(cli_call, capsys)
     _, out, _ = run
     status, stdout, err = call("average", "--out", tmp_path / "avg.pt", epoch_checkpoint(out, 3), out)
     assert status == 0 and "averaged 2 checkpoints" in stdout, err

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import german_lines
+from conftest import cli_call, german_lines
 from nmt_lib.base import cache
 from nmt_lib.run import checkpoint, cli, guards
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
@@ -30,9 +30,7 @@ TINY = ["--d-model", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--m
 
 def train(capsys, data, out, *extra):
     """`python -m nmt_lib train` in this process: (exit status, stdout, stderr)."""
-    status = cli.main(["train", "--data", str(data), *TINY, "--out", str(out), *map(str, extra)])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    return cli_call(capsys, "train", "--data", data, *TINY, "--out", out, *extra)
 
 
 def cli_run(*args, stdin=None, **kw):

@@ -12,6 +12,8 @@ from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.seq2seq import BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, masked_cross_entropy, xavier_init
 from nmt_lib.text import Vocab
 
+from conftest import last_drawings
+
 PAIRS = [("i am here .", "je suis là ."), ("go !", "va !"), ("i am cold .", "j'ai froid ."),
          ("he is here .", "il est là ."), ("i run .", "je cours ."), ("she is cold .", "elle a froid ."),
          ("we are here .", "nous sommes là ."), ("run !", "cours !")]
@@ -160,7 +162,7 @@ def test_training_stops_clearly_on_nan_and_reports_each_epoch(capsys):
     m = model(src_v=len(src_vocab), tgt_v=len(tgt_vocab))
     train(m, loader, epochs=2, valid_loader=loader, title="toy")
     # tqdm redraws its bar with '\r'; each epoch's last drawing shows its losses and speed
-    drawn = [line.split("\r")[-1] for line in capsys.readouterr().err.rstrip("\n").split("\n")]
+    drawn = last_drawings(capsys.readouterr().err)
     assert [line.split(":")[0] for line in drawn] == ["toy, epoch 1/2", "toy, epoch 2/2"]
     assert all("2/2 [" in line and "train " in line and "valid " in line and "tok/s" in line for line in drawn)
     train(m, loader, epochs=1, quiet=True)

@@ -2,12 +2,13 @@
 pairs it rules out of training and validation (`--exclude tatoeba`)."""
 import hashlib
 import io
+from functools import partial
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import german_lines
+from conftest import cli_call, german_lines
 from nmt_lib.run import testsets
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 
@@ -111,18 +112,12 @@ def test_raw_preprocessing_keeps_case_and_punctuation_and_needs_subwords(tmp_pat
 def test_evaluate_scores_a_case_keeping_model_on_the_public_test_set(tmp_path, monkeypatch, capsys):
     import json
 
-    from nmt_lib.run import cli
-
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
     plant_test_set(tmp_path, [("I am tired.", "Ich bin müde."), ("We see a dog?", "Wir sehen einen Hund?")],
                    monkeypatch)                          # its SHA-256s made the expected ones
 
-    def run(*args):
-        status = cli.main([str(a) for a in args])
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-
+    run = partial(cli_call, capsys)
     small = ["--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1, "--max-steps", 3, "--max-tokens", 80,
              "--tokens-per-update", 100, "--warmup", 2, "--tokenizer", "bpe", "--vocab-size", 400, "--progress", "none"]
     status, _, err = run("train", "--data", corpus, "--preprocess", "raw", "--exclude", "tatoeba", *small,

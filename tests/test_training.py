@@ -24,7 +24,7 @@ from nmt_lib.run.trainer import RunSettings, full_fit
 from nmt_lib.training import TrainSettings, batch_loss, fit, new_progress, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-from conftest import german_lines
+from conftest import cli_call, german_lines, last_drawings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -408,7 +408,7 @@ def test_the_lessons_fit_ends_each_epochs_bar_on_its_held_out_loss(de_corpus, ca
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3)
     fit(tiny_model(corpus), corpus, settings)
-    drawn = [line.split("\r")[-1] for line in capsys.readouterr().err.rstrip("\n").split("\n")]  # redrawn with '\r'
+    drawn = last_drawings(capsys.readouterr().err)
     assert [line.split(":")[0] for line in drawn] == ["epoch 1/2", "epoch 2/2"]
     assert all("100%" in line and "valid loss" in line and "perplexity" in line for line in drawn)
     fit(tiny_model(corpus), corpus, settings, quiet=True)
@@ -501,13 +501,6 @@ def test_an_unwritable_out_fails_before_the_corpus_is_read(tmp_path, de_corpus, 
     assert cli.main([str(a) for a in tiny_train_args(de_corpus, tmp_path / "ro" / "x.pt")]) == 1
     err = capsys.readouterr().err
     assert "cannot write the checkpoint" in err and "Permission denied" in err and not read
-
-
-def cli_call(capsys, *args) -> tuple[int, str, str]:
-    """`python -m nmt_lib ...` in this process: (exit status, stdout, stderr)."""
-    status = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def test_resume_takes_the_changeable_options_and_refuses_the_others(tmp_path, de_corpus, capsys):

@@ -390,14 +390,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is out of date")
     args = parser.parse_args(argv)
-    stale = [name for name, (now, new) in render().items() if now != new]
+    pages = render()
+    stale = [name for name, (now, new) in pages.items() if now != new]
     if args.check and stale:
         print(f"render_tables: out of date with the notebooks and records: {', '.join(stale)}; run "
               "python tools/render_tables.py")
         return 1
-    for name, (now, new) in render().items():
-        if now != new:
-            (ROOT / name).write_text(new, encoding="utf-8")
+    for name in stale:
+        (ROOT / name).write_text(pages[name][1], encoding="utf-8")
     print(("rewrote " + ", ".join(stale)) if stale else "tables match the notebooks and the records")
     return 0
 
