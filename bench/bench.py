@@ -359,7 +359,7 @@ def decoding_model(args, report):
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.base.download import fra_eng_path
     from nmt_lib.run.published import MODELS, PUBLISHED, load_published
-    from nmt_lib.run.trainer import RunSettings, full_fit
+    from nmt_lib.run.trainer import RunSettings, train_run
     path = Path(args.checkpoint) if args.checkpoint else None
     if path is not None and path.is_file():
         ckpt = load_checkpoint(path)
@@ -376,8 +376,8 @@ def decoding_model(args, report):
     corpus = ParallelCorpus(max_pairs=PAIRS, min_freq=2)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), n_layers=2))
-    full_fit(model, corpus, RunSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
-                                        fused_adam=True, fast_dropout=True), report="none")
+    train_run(model, corpus, RunSettings(epochs=1, max_steps=args.fallback_steps, warmup=100, loss="sliced",
+                                         fused_adam=True, fast_dropout=True), report="none")
     path = ROOT / "build" / "bench-fallback.pt"
     save_checkpoint(path, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
     return (model, corpus, f"a d_model-128, 2 + 2-layer model trained here for {args.fallback_steps} updates "

@@ -204,57 +204,96 @@ def close_epoch(
     return f"step {progress['step']:,}, train loss {train_loss:.3f}, {held_out}"
 
 
+class Hooks:
+    """The places where a longer run adds to `fit`. These defaults are the lesson's run;
+    the command line's trainer (`nmt_lib/run/trainer.py`) overrides them for lower
+    precision, several GPUs, a checkpoint every N updates, resuming, and stopping on
+    request."""
+
+    def begin(self, model, settings: TrainSettings) -> tuple:
+        """The optimizer, schedule and progress the run starts from: new ones (resuming
+        loads a checkpoint's state into them)."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = paper_adam(params, lr=settings.lr_factor)
+        schedule = noam_schedule(
+            optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
+        )
+        return optimizer, schedule, new_progress()
+
+    def accumulate(self, model, micro_batches, settings, pad_id) -> tuple[float, int]:
+        """Backpropagate each micro-batch of one update, so that their gradients add
+        up; returns their summed loss and target tokens."""
+        loss_sum, n_sum = 0.0, 0
+        for batch in micro_batches:
+            loss, n = batch_loss(model, batch, settings, pad_id)
+            loss.backward()
+            loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
+        return loss_sum, n_sum
+
+    step = None  # apply_update's stand-in for optimizer.step() (none: Adam's own)
+
+    def after_update(self, model, optimizer, schedule, progress) -> bool:
+        """Called after each update; returning True stops the run."""
+        return False
+
+    def after_epoch(self, model, optimizer, schedule, progress) -> bool:
+        """Called after each epoch's held-out loss; returning True stops the run."""
+        return False
+
+    def bar(self, **kwargs):
+        """An epoch's progress bar."""
+        return tqdm(unit="batch", **kwargs)
+
+
 def fit(
-    model,
-    data,
-    settings: TrainSettings,
-    *,
-    on_epoch_end=None,
-    quiet: bool = False,
+    model, data, settings: TrainSettings, *, hooks: Hooks | None = None, quiet=False
 ) -> dict:
     """Train `model` on `data`'s train split by updates of `settings.tokens_per_update`
     target tokens.
 
     Adam with the paper's settings and the warm-up schedule; each update sums
-    `batch_loss` over length-bucketed micro-batches. After each epoch: the held-out
-    loss, then `on_epoch_end(model=, optimizer=, schedule=, progress=)` when given (to
-    save a checkpoint, for instance). A tqdm bar shows each epoch (none when `quiet`).
-    Returns the progress: updates done, and the history of losses and rates.
+    `batch_loss` over length-bucketed micro-batches, and each epoch ends on the
+    held-out loss. `hooks` (a `Hooks`) may add to the run, a checkpoint after each
+    epoch for instance. A tqdm bar shows each epoch (none when `quiet`). Returns the
+    progress: updates done, and the history of losses and rates.
     """
+    hooks = hooks or Hooks()
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = paper_adam(params, lr=settings.lr_factor)
-    schedule = noam_schedule(
-        optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
-    )
-    progress, start = new_progress(), time.perf_counter()
+    optimizer, schedule, progress = hooks.begin(model, settings)
+    state = dict(model=model, optimizer=optimizer, schedule=schedule, progress=progress)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start = time.perf_counter() - progress["seconds"]  # a resumed run's clock goes on
     loader, valid = token_loaders(data, settings)
     dataset, collate = loader.dataset, loader.collate_fn
     model.train()
-    for epoch in range(1, settings.epochs + 1):
+    for epoch in range(progress["epoch"], settings.epochs + 1):
         batches, tokens = epoch_batches(loader, epoch)
         optimizer.zero_grad(set_to_none=True)
-        with tqdm(
+        with hooks.bar(
             total=len(batches),
+            initial=progress["batch"],
             desc=f"epoch {epoch}/{settings.epochs}",
-            unit="batch",
             disable=quiet,
         ) as bar:
-            for first, end in update_groups(tokens, settings.tokens_per_update):
-                loss_sum, n_sum = 0.0, 0
-                # the gradients add up over micro-batches
-                for index in range(first, end):
-                    batch = collate([dataset[i] for i in batches[index]]).to(device)
-                    loss, n = batch_loss(model, batch, settings, pad_id)
-                    if not torch.isfinite(loss):
-                        raise TrainingDiverged(
-                            f"the loss became {loss.item()} at update "
-                            f"{progress['step'] + 1}; lower lr_factor or raise warmup"
-                        )
-                    loss.backward()
-                    loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
+            for first, end in update_groups(
+                tokens, settings.tokens_per_update, start=progress["batch"]
+            ):
+                micro_batches = [
+                    collate([dataset[i] for i in b]).to(device)
+                    for b in batches[first:end]
+                ]
+                loss_sum, n_sum = hooks.accumulate(
+                    model, micro_batches, settings, pad_id
+                )
+                if not math.isfinite(loss_sum):
+                    raise TrainingDiverged(
+                        f"the loss became {loss_sum} at update {progress['step'] + 1}; "
+                        "lower lr_factor or raise warmup"
+                    )
                 lr = optimizer.param_groups[0]["lr"]
-                apply_update(params, optimizer, schedule, n_sum, settings.clip)
+                apply_update(
+                    params, optimizer, schedule, n_sum, settings.clip, step=hooks.step
+                )
                 record_update(progress, lr, loss_sum, n_sum)
                 progress["batch"] = end
                 bar.update(end - first)
@@ -263,10 +302,10 @@ def fit(
                     f"{lr:.2e}",
                     refresh=False,
                 )
-                if (
-                    settings.max_steps is not None
-                    and progress["step"] >= settings.max_steps
-                ):
+                stop = hooks.after_update(**state) or (
+                    progress["step"] == settings.max_steps
+                )
+                if stop:
                     break
             else:  # the epoch ran to its end
                 bar.set_postfix_str(
@@ -275,13 +314,10 @@ def fit(
                     ),
                     refresh=False,
                 )
-        if progress["epoch"] == epoch:  # it stopped within the epoch: max_steps
+                progress["seconds"] = time.perf_counter() - start
+                stop = hooks.after_epoch(**state)
+        if stop:
             break
-        progress["seconds"] = time.perf_counter() - start
-        if on_epoch_end is not None:
-            on_epoch_end(
-                model=model, optimizer=optimizer, schedule=schedule, progress=progress
-            )
     progress["seconds"] = time.perf_counter() - start
     model.eval()
     return progress

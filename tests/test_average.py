@@ -10,7 +10,7 @@ import torch
 from nmt_lib.run.average import average_checkpoints, epoch_checkpoint
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
-from nmt_lib.run.trainer import RunSettings, full_fit
+from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 from conftest import cli_call
@@ -27,7 +27,7 @@ def tiny(corpus, seed=3):
 def train(corpus, out, epochs=4, keep_last=2, seed=3):
     settings = RunSettings(epochs=epochs, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=3,
                            keep_last=keep_last)
-    return full_fit(tiny(corpus, seed), corpus, settings, checkpoint=out, report="none",
+    return train_run(tiny(corpus, seed), corpus, settings, checkpoint=out, report="none",
                     save_kwargs={"data": corpus.settings})
 
 

@@ -171,12 +171,12 @@ def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("precision, loss", [("fp32", "plain"), ("bf16", "plain"), ("bf16", "sliced"), ("fp16", "plain")])
 def test_fit_in_low_precision_keeps_fp32_weights_and_trains(de_corpus, tmp_path, precision, loss):
-    from nmt_lib.run.trainer import full_fit
+    from nmt_lib.run.trainer import train_run
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus, dropout=0.0)
     settings = RunSettings(epochs=10, max_steps=12, max_tokens=120, tokens_per_update=100, warmup=4, lr_factor=0.3,
                              checkpoint_every=0, loss=loss, precision=precision)
-    progress = full_fit(model, corpus, settings, checkpoint=tmp_path / "p.pt", save_kwargs={"data": corpus.settings},
+    progress = train_run(model, corpus, settings, checkpoint=tmp_path / "p.pt", save_kwargs={"data": corpus.settings},
                         report="none")
     losses = progress["history"]["train_loss"]
     assert len(losses) == 12 and all(map(torch.isfinite, torch.tensor(losses))) and sum(losses[-3:]) < sum(losses[:3])

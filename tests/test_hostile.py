@@ -20,7 +20,7 @@ from nmt_lib.run import checkpoint, cli, guards
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import input_batches, one_line, translate_lines
-from nmt_lib.run.trainer import RunSettings, full_fit
+from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,14 +111,14 @@ def test_an_fp16_run_resumes_with_its_loss_scale_bit_for_bit(de_corpus, tmp_path
                                              d_ff=32, n_layers=1, max_len=32))
 
     straight = model()
-    full_fit(straight, corpus, RunSettings(max_steps=12, **base), report="none")
+    train_run(straight, corpus, RunSettings(max_steps=12, **base), report="none")
     path = tmp_path / "h.pt"
-    full_fit(model(), corpus, RunSettings(max_steps=6, **base), checkpoint=path,
+    train_run(model(), corpus, RunSettings(max_steps=6, **base), checkpoint=path,
              save_kwargs={"data": corpus.settings}, report="none")
     ckpt = load_checkpoint(path)
     assert ckpt.payload["scaler"]["scale"] < 2.0 ** 16     # overflowing updates were skipped: the scale fell
     assert ckpt.payload["progress"]["cuda_rng"] is None      # saved on a GPU; none here
-    full_fit(ckpt.model, corpus, RunSettings(max_steps=12, **base), resume=ckpt.payload, report="none")
+    train_run(ckpt.model, corpus, RunSettings(max_steps=12, **base), resume=ckpt.payload, report="none")
     for a, b in zip(straight.parameters(), ckpt.model.parameters()):
         assert torch.equal(a, b)
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
-from nmt_lib.run.parallel import agree_to_stop, all_sum, rank_and_world, share
+from nmt_lib.run.parallel import agree_to_stop, all_sum, rank_and_world
 from nmt_lib.training import update_groups
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,14 +41,6 @@ def test_update_groups_are_the_updates_of_one_process_and_resume_mid_epoch(per_u
     for a, b in groups:                     # resuming at any update's end gives the rest of the same updates
         assert update_groups(tokens, per_update, start=a) == [g for g in groups if g[0] >= a]
     assert update_groups([], per_update) == []
-
-
-@pytest.mark.parametrize("world", [1, 2, 3, 5])
-def test_the_shares_of_an_update_are_disjoint_and_cover_it(world):
-    for first, end in [(0, 1), (4, 7), (10, 20)]:
-        shares = [list(share(first, end, rank, world)) for rank in range(world)]
-        assert sorted(sum(shares, [])) == list(range(first, end))
-        assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
 def test_one_process_needs_no_process_group():

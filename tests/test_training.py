@@ -20,8 +20,8 @@ from nmt_lib.run.corpus import ParallelCorpus, detokenize, french_spacing
 from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.data import Batch
 from nmt_lib.fast import sliced_batch_loss
-from nmt_lib.run.trainer import RunSettings, full_fit
-from nmt_lib.training import TrainSettings, batch_loss, fit, new_progress, noam_lr, noam_schedule, smoothed_targets
+from nmt_lib.run.trainer import RunSettings, train_run
+from nmt_lib.training import Hooks, TrainSettings, batch_loss, fit, new_progress, noam_lr, noam_schedule, smoothed_targets
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 from conftest import cli_call, german_lines, last_drawings
@@ -117,17 +117,22 @@ def weights(model):
     return [p.detach().clone() for p in model.parameters()]
 
 
+class PlainSGD(Hooks):
+    """Plain SGD at rate 1: the step is the gradient (Adam's first step is about sign(g), which would
+    blow float round-off on near-zero gradients up to full steps)."""
+
+    def begin(self, model, settings):
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0), new_progress()
+
+
 def test_gradient_accumulation_equals_one_big_batch(de_corpus):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     runs = []
     for max_tokens in (40, 4000):      # many micro-batches accumulated vs the whole split in one batch
         model = tiny_model(corpus, dropout=0.0)
-        settings = RunSettings(epochs=1, max_tokens=max_tokens, tokens_per_update=10**6, warmup=1, clip=None,
-                               checkpoint_every=0)
-        # Plain SGD: the step is the gradient times the rate (Adam's first step is about sign(g),
-        # which would blow float round-off on near-zero gradients up to full steps).
-        progress = full_fit(model, corpus, settings, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
-                            report="none")
+        settings = TrainSettings(epochs=1, max_tokens=max_tokens, tokens_per_update=10**6, warmup=1, clip=None)
+        progress = fit(model, corpus, settings, hooks=PlainSGD(), quiet=True)
         assert progress["step"] == 1
         runs.append(weights(model))
     before = weights(tiny_model(corpus, dropout=0.0))
@@ -142,17 +147,17 @@ def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, 
     base = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0,
                 loss="sliced" if fast else "plain", fused_adam=fast, fast_dropout=fast)
     straight = tiny_model(corpus)
-    full_fit(straight, corpus, RunSettings(max_steps=9, **base), report="none")
+    train_run(straight, corpus, RunSettings(max_steps=9, **base), report="none")
 
     path = tmp_path / "run.pt"
     first = tiny_model(corpus)
-    full_fit(first, corpus, RunSettings(max_steps=4, **base), checkpoint=path, save_kwargs={"data": corpus.settings},
+    train_run(first, corpus, RunSettings(max_steps=4, **base), checkpoint=path, save_kwargs={"data": corpus.settings},
              report="none")
     ckpt = load_checkpoint(path)
     assert ckpt.payload["progress"]["step"] == 4 and ckpt.payload["progress"]["batch"] > 0   # mid-epoch
     assert ckpt.payload["schedule"]["last_epoch"] == 4
     torch.manual_seed(12345)                      # whatever the global RNG holds now must not matter
-    resumed = full_fit(ckpt.model, corpus, RunSettings(max_steps=9, **base), resume=ckpt.payload, report="none")
+    resumed = train_run(ckpt.model, corpus, RunSettings(max_steps=9, **base), resume=ckpt.payload, report="none")
     assert resumed["step"] == 9 and len(resumed["history"]["lr"]) == 9
     assert resumed["history"]["lr"] == [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 10)]
     for a, b in zip(weights(straight), weights(ckpt.model)):
@@ -187,25 +192,6 @@ def test_fit_moves_each_batch_to_the_models_device(de_corpus, monkeypatch):
     assert seen and set(seen) == {torch.device("cpu")}
 
 
-@pytest.mark.parametrize("max_steps", [None, 5])
-def test_the_lessons_fit_and_the_full_trainer_take_the_same_steps(de_corpus, tmp_path, max_steps):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    lesson = dict(epochs=2, max_steps=max_steps, max_tokens=60, tokens_per_update=100, warmup=3, seed=4)
-    runs = []
-    for train in (lambda m: fit(m, corpus, TrainSettings(**lesson), quiet=True),
-                  lambda m: full_fit(m, corpus, RunSettings(**lesson, checkpoint_every=2), report="none",
-                                     checkpoint=tmp_path / "full.pt", save_kwargs={"data": corpus.settings})):
-        model = tiny_model(corpus)                                # dropout on: the same masks, in the same order
-        progress = train(model)
-        runs.append((progress, weights(model)))
-    (lesson_run, lesson_weights), (full_run, full_weights) = runs
-    assert lesson_run["step"] == full_run["step"] == (max_steps or full_run["step"]) > 2
-    for key in ("step", "lr", "train_loss", "tokens", "epoch", "epoch_step", "valid_loss"):
-        assert lesson_run["history"][key] == full_run["history"][key], key
-    for a, b in zip(lesson_weights, full_weights):
-        assert torch.equal(a, b)
-
-
 def saved(tmp_path, de_corpus, name="m.pt"):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
@@ -213,7 +199,7 @@ def saved(tmp_path, de_corpus, name="m.pt"):
 
 
 def test_a_checkpoint_without_a_schedule_cannot_be_resumed_and_says_so(tmp_path, de_corpus, capsys):
-    # A learner's own on_epoch_end (chapter 9) may save the optimizer but not the schedule.
+    # A learner's own after_epoch hook (chapter 9) may save the optimizer but not the schedule.
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
     optimizer = torch.optim.Adam(model.parameters())
@@ -395,12 +381,12 @@ def test_python_dash_m_entry_point_reports_usage_errors():
 def test_the_trainer_reports_each_epoch_with_its_losses_in_a_log(de_corpus, capsys):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     settings = RunSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0)
-    full_fit(tiny_model(corpus), corpus, settings, report="lines")
+    train_run(tiny_model(corpus), corpus, settings, report="lines")
     lines = capsys.readouterr().err.splitlines()
     ends = [line for line in lines if "100%" in line]
     assert [line.split(":")[0] for line in ends] == ["epoch 1/2", "epoch 2/2"] and not any("\r" in x for x in lines)
     assert all("step" in line and "valid loss" in line and "perplexity" in line and "tok/s" in line for line in ends)
-    full_fit(tiny_model(corpus), corpus, settings, report="none")
+    train_run(tiny_model(corpus), corpus, settings, report="none")
     assert capsys.readouterr().err == ""
 
 

@@ -30,7 +30,7 @@ from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run.progress import PROGRESS
 from nmt_lib.run.parallel import join_process_group, launched_by_torchrun, leave_process_group, rank_and_world
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.run.trainer import RunSettings, full_fit, held_out_line
+from nmt_lib.run.trainer import RunSettings, train_run, held_out_line
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -193,8 +193,8 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         f"{'fp32' if dtype is None else str(dtype).replace('torch.', '')}; checkpoint {out}\n")
     announce = lambda name: say(f"\n{name}: stopping after the update in progress, then writing {out}\n")
     with stop_on_signals(StopRequest(), announce) as stop:
-        progress = full_fit(model, corpus, settings, resume=resume, checkpoint=out, save_kwargs={"data": corpus.settings},
-                       report=args.progress, stop=stop)
+        progress = train_run(model, corpus, settings, resume=resume, checkpoint=out,
+                             save_kwargs={"data": corpus.settings}, report=args.progress, stop=stop)
     if progress["stopped"] not in (None, "max_steps", "time_limit"):     # a signal, here or on another rank
         say(f"stopped by {progress['stopped']} at update {progress['step']:,}; the checkpoint {out} holds "
             f"everything so far. Go on with: python -m nmt_lib train --out {out} --resume\n")

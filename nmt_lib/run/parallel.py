@@ -59,12 +59,6 @@ def leave_process_group():
         dist.destroy_process_group()
 
 
-def share(first: int, end: int, rank: int, world: int) -> range:
-    """This rank's micro-batches of the update `(first, end)`: every world-th one, from
-    first + rank."""
-    return range(first + rank, end, world)
-
-
 class Objective(nn.Module):
     """`fn(model, *args)` as a module, so that DistributedDataParallel sees the whole
     loss computation (whichever of the model's methods it calls) as one forward pass."""

@@ -1,11 +1,9 @@
-"""The full-scale trainer of the command line: chapter 9's training lesson, plus what a long run needs.
+"""The full-scale trainer of the command line: chapter 9's `fit`, with what a long run needs around it.
 
-Chapter 9 teaches `fit` in one process and in fp32. `full_fit` takes the same steps (`batch_loss`,
-`update_groups`, `apply_update`, `close_epoch` are the lesson's) and adds chapter 10's speed-ups
-(`FastDropout`, the sliced loss, fused Adam), lower precision under `torch.autocast` (with loss scaling
-for fp16), data parallelism under torchrun, checkpoints every `checkpoint_every` updates, stopping
-cleanly on a `StopRequest` or a time limit, and resuming a checkpoint bit for bit. With none of those
-switched on, it computes exactly what `fit` computes (a test checks it).
+`RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
+loss, fused Adam), lower precision under `torch.autocast` (with loss scaling for fp16), data parallelism under
+torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
+`StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them.
 """
 import math
 import sys
@@ -17,7 +15,7 @@ import torch
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run.progress import progress_bar
-from nmt_lib.run.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank, share
+from nmt_lib.run.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.average import keep_epoch
 from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
@@ -26,8 +24,7 @@ from nmt_lib.base.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
 from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.training import (TrainSettings, apply_update, batch_loss, close_epoch, epoch_batches, new_progress,
-                              noam_schedule, record_update, token_loaders, update_groups)
+from nmt_lib.training import Hooks, TrainSettings, batch_loss, fit, new_progress, noam_schedule, token_loaders
 
 
 @dataclass
@@ -96,130 +93,150 @@ def sound(model, probe, settings, pad_id: int) -> bool:
     return bool(torch.isfinite(loss))
 
 
-def full_fit(model, data, settings: RunSettings, *, optimizer=None, resume: dict | None = None, checkpoint=None,
-             save_kwargs: dict | None = None, report: str = "auto", stop: StopRequest | None = None) -> dict:
-    """Train `model` on `data`'s train split, as chapter 9's `fit` does, with the switches of `settings`.
+class RunHooks(Hooks):
+    """`fit`'s hooks for a run of the command line (see the module's docstring)."""
 
-    `resume` is a checkpoint's payload: training goes on from its progress, optimizer and schedule.
-    Writes `checkpoint` (a path) every `checkpoint_every` updates, at each epoch end and when it stops
-    (`stop`, a `StopRequest`, asks it to stop early). Under torchrun each rank takes its share of every
-    update; rank 0 alone reports, validates and writes the checkpoint. `settings.fast_dropout` swaps
-    the model's dropout layers for `FastDropout` in place.
-    Returns the progress; `progress["stopped"]` says why it stopped before its epochs ran out.
-    """
-    device, pad_id = model_device(model), data.tgt_vocab.pad_id
-    rank, world = rank_and_world()                           # (0, 1): one process
-    report = report if rank == 0 else "none"
+    def __init__(self, data, settings: RunSettings, *, resume=None, checkpoint=None, save_kwargs=None,
+                 report="auto", stop: StopRequest | None = None):
+        self.data, self.settings, self.resume, self.checkpoint = data, settings, resume, checkpoint
+        self.save_kwargs, self.report, self.stop = save_kwargs or {}, report, stop
+        self.rank, self.world = rank_and_world()                       # (0, 1): one process
+        self.saved_at = resume["progress"]["step"] if resume is not None else None  # what the file on disk holds
+        self.stopped, self.tokens_seen, self.start = None, 0, time.perf_counter()
+
+    def begin(self, model, settings):
+        self.model, self.device = model, model_device(model)
+        self.dtype = autocast_dtype(settings.precision, self.device)   # None: fp32; weights and Adam stay fp32
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = paper_adam(params, lr=settings.lr_factor, fused=settings.fused_adam)
+        self.schedule = noam_schedule(self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
+        self.progress = new_progress()
+        if self.resume is not None:     # after building the schedule, which sets the rates that loading restores
+            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler)
+        restore_rng(self.progress, self.device)
+        if self.world > 1:
+            seed_rank(settings.seed, self.progress["step"], self.rank)  # each rank its own dropout masks
+        loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
+        pad_id = self.data.tgt_vocab.pad_id
+        self.objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
+        train, valid = token_loaders(self.data, settings)
+        held = valid if len(valid.dataset) else train
+        self.probe = held.collate_fn([held.dataset[i] for i in range(min(8, len(held.dataset)))]).to(self.device)
+        self.spent_before = self.progress["seconds"]
+        self.session = new_session(self.progress, self.device, self.world)
+        return self.optimizer, self.schedule, self.progress
+
+    def accumulate(self, model, micro_batches, settings, pad_id):
+        """This rank's share of the micro-batches, under autocast. DDP averages the ranks' gradients, so each
+        loss is scaled by the number of ranks to make it their sum; fp16's loss scale is taken off before `fit`
+        divides and clips."""
+        mine = micro_batches[self.rank::self.world]
+        loss_sum, n_sum = 0.0, 0
+        for i, batch in enumerate(mine or micro_batches[:1]):    # a rank without a share joins with a zero loss
+            with gradient_sync(self.objective, last=i + 1 >= len(mine)):
+                with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+                    loss, n = self.objective(batch)
+                if not mine:
+                    loss, n = loss * 0, 0
+                self.scaler.scale(loss * self.world).backward()
+            loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
+        self.scaler.unscale_(self.optimizer)
+        loss_sum, n_sum = all_sum(loss_sum, n_sum, device=self.device)
+        return loss_sum, int(n_sum)
+
+    @property
+    def step(self):
+        return self.scaled_step if self.scaler.is_enabled() else None
+
+    def scaled_step(self) -> bool:
+        """fp16: the step, skipped when the scaled gradients overflowed (the scale then falls)."""
+        scale = self.scaler.get_scale()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return self.scaler.get_scale() >= scale
+
+    def after_update(self, model, optimizer, schedule, progress) -> bool:
+        self.tokens_seen += progress["history"]["tokens"][-1]
+        self.show_speed()
+        if self.settings.checkpoint_every and progress["step"] % self.settings.checkpoint_every == 0:
+            self.save()
+        return self.stop_reason() is not None
+
+    def after_epoch(self, model, optimizer, schedule, progress) -> bool:
+        self.show_speed()
+        self.save()
+        if self.settings.keep_last and self.checkpoint is not None and self.rank == 0:
+            keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
+        return self.stop_reason() is not None
+
+    def bar(self, *, total, initial, desc, disable):
+        mode = self.report if self.rank == 0 else "none"          # rank 0 alone reports
+        self.shown = progress_bar(total, desc, mode, initial=initial, unit="batch")
+        return self.shown
+
+    def show_speed(self):
+        rate = self.tokens_seen / (time.perf_counter() - self.start)
+        self.shown.set_postfix_str(f"{self.shown.postfix}, {rate:,.0f} tok/s", refresh=False)
+
+    def stop_reason(self) -> str | None:
+        """Why to stop now, the same on every rank: a stop request, max_steps or the time limit."""
+        reason = None
+        if self.stop is not None and self.stop.reason is not None:
+            reason = self.stop.reason
+        elif self.settings.max_steps is not None and self.progress["step"] >= self.settings.max_steps:
+            reason = "max_steps"
+        elif self.settings.time_limit is not None and (time.perf_counter() - self.start) / 60 > self.settings.time_limit:
+            reason = "time_limit"
+        self.stopped = agree_to_stop(reason, self.device)        # every rank stops at the same update
+        return self.stopped
+
+    def kept(self) -> str:
+        if self.saved_at is not None:
+            return f"the checkpoint {self.checkpoint} (update {self.saved_at:,}) is unaffected"
+        return "no checkpoint was written" if self.checkpoint is not None else "nothing was saved"
+
+    def save(self):
+        """The checkpoint (rank 0 writes it), unless the weights can no longer translate."""
+        progress = self.progress
+        if not sound(self.model, self.probe, self.settings, self.data.tgt_vocab.pad_id):
+            raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}, so they "
+                                   "were not saved; lower lr_factor or raise warmup")
+        progress["seconds"] = self.spent_before + time.perf_counter() - self.start
+        close_session(progress, self.session, time.perf_counter() - self.start)
+        progress.update(rng_states(self.device))
+        if self.checkpoint is not None and self.rank == 0:
+            save_checkpoint(self.checkpoint, self.model, self.data.src_vocab, self.data.tgt_vocab,
+                            train=self.settings, progress=progress, optimizer=self.optimizer,
+                            schedule=self.schedule, scaler=self.scaler if self.scaler.is_enabled() else None,
+                            **self.save_kwargs)
+        if self.checkpoint is not None:                  # every rank knows what rank 0's checkpoint holds
+            self.saved_at = progress["step"]
+
+
+def train_run(model, data, settings: RunSettings, *, resume: dict | None = None, checkpoint=None,
+              save_kwargs: dict | None = None, report: str = "auto", stop: StopRequest | None = None) -> dict:
+    """Train `model` with chapter 9's `fit` and the command line's hooks: from `resume` (a checkpoint's payload)
+    when given, writing `checkpoint` (a path) as it goes and when it stops. `settings.fast_dropout` swaps the
+    model's dropout layers for `FastDropout` in place. Returns the progress; `progress["stopped"]` says why it
+    stopped before its epochs ran out."""
     if settings.fast_dropout:
         use_fast_dropout(model)
-    dtype = autocast_dtype(settings.precision, device)       # None: fp32; weights and Adam stay fp32 anyway
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)   # fp16 needs loss scaling
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = optimizer or paper_adam(params, lr=settings.lr_factor, fused=settings.fused_adam)
-    schedule = noam_schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
-    progress = new_progress()
-    if resume is not None:          # after building the schedule, which sets the rates that loading restores
-        progress = restore(resume, optimizer, schedule, scaler)
-    restore_rng(progress, device)
-    saved_at = progress["step"] if resume is not None else None      # the update the checkpoint on disk holds
-    if world > 1:
-        seed_rank(settings.seed, progress["step"], rank)     # each rank its own dropout masks
-    loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
-    objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
-    loader, valid = token_loaders(data, settings)
-    dataset, collate = loader.dataset, loader.collate_fn
-    held = valid if len(valid.dataset) else loader
-    probe = held.collate_fn([held.dataset[i] for i in range(min(8, len(held.dataset)))]).to(device)
-    start, tokens_seen, spent_before = time.perf_counter(), 0, progress["seconds"]
-    session = new_session(progress, device, world)
-
-    def kept() -> str:
-        return (f"the checkpoint {checkpoint} (update {saved_at:,}) is unaffected" if saved_at is not None else
-                "no checkpoint was written" if checkpoint is not None else "nothing was saved")
-
-    def save():
-        nonlocal saved_at
-        if not sound(model, probe, settings, pad_id):   # never write weights that cannot translate
-            raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}; lower "
-                                   f"lr_factor or raise warmup. Nothing was saved: {kept()}.")
-        progress["seconds"] = spent_before + time.perf_counter() - start
-        close_session(progress, session, time.perf_counter() - start)
-        progress.update(rng_states(device))
-        if checkpoint is not None and rank == 0:
-            save_checkpoint(checkpoint, model, data.src_vocab, data.tgt_vocab, train=settings, progress=progress,
-                            optimizer=optimizer, schedule=schedule, scaler=scaler if scaler.is_enabled() else None,
-                            **(save_kwargs or {}))
-        if checkpoint is not None:                   # every rank knows what rank 0's checkpoint holds
-            saved_at = progress["step"]
-
-    def stop_reason():
-        reason = None
-        if stop is not None and stop.reason is not None:
-            reason = stop.reason
-        elif settings.max_steps is not None and progress["step"] >= settings.max_steps:
-            reason = "max_steps"
-        elif settings.time_limit is not None and (time.perf_counter() - start) / 60 > settings.time_limit:
-            reason = "time_limit"
-        return agree_to_stop(reason, device)                 # every rank stops at the same update
-
-    def scaled_step():              # fp16: skipped when the scaled gradients overflowed
-        scale = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
-        return scaler.get_scale() >= scale
-
-    model.train()
-    stopping = stop_reason()
-    while progress["epoch"] <= settings.epochs and stopping is None:
-        batches, tokens = epoch_batches(loader, progress["epoch"])
-        optimizer.zero_grad(set_to_none=True)
-        with progress_bar(len(batches), f"epoch {progress['epoch']}/{settings.epochs}", report,
-                          initial=progress["batch"], unit="batch") as bar:
-            for first, end in update_groups(tokens, settings.tokens_per_update, start=progress["batch"]):
-                acc_loss, acc_tokens = 0.0, 0
-                mine = share(first, end, rank, world)         # on one process: range(first, end)
-                for index in mine or [first]:                 # a rank without a share joins with a zero loss
-                    with gradient_sync(objective, last=index + world >= end):
-                        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                            loss, n = objective(collate([dataset[i] for i in batches[index]]).to(device))
-                        if not torch.isfinite(loss):
-                            raise TrainingDiverged(f"the loss became {loss.item()} at update {progress['step'] + 1}; "
-                                                   f"lower lr_factor or raise warmup; {kept()}.")
-                        if not mine:
-                            loss, n = loss * 0, 0
-                        scaler.scale(loss).backward()
-                    acc_loss, acc_tokens = acc_loss + loss.item(), acc_tokens + n
-                bar.update(end - first)
-                acc_loss, acc_tokens = all_sum(acc_loss, acc_tokens, device=device)   # over the ranks
-                scaler.unscale_(optimizer)
-                lr = optimizer.param_groups[0]["lr"]
-                # The ranks' gradient sums, averaged by DDP: divided by the tokens of one rank's share.
-                apply_update(params, optimizer, schedule, acc_tokens / world, settings.clip,
-                             step=scaled_step if scaler.is_enabled() else None)
-                record_update(progress, lr, acc_loss, acc_tokens)
-                progress["batch"] = end
-                tokens_seen += acc_tokens
-                bar.set_postfix_str(f"step {progress['step']:,}, loss {acc_loss / acc_tokens:.3f}, lr {lr:.2e}, "
-                                    f"{tokens_seen / (time.perf_counter() - start):,.0f} tok/s", refresh=False)
-                if settings.checkpoint_every and progress["step"] % settings.checkpoint_every == 0:
-                    save()
-                stopping = stop_reason()
-                if stopping is not None:
-                    break
-            else:                                     # the epoch ran to its end
-                held_out = close_epoch(progress, model, valid, pad_id, validate=bool(data.splits.valid) and rank == 0)
-                bar.set_postfix_str(f"{held_out}, {tokens_seen / (time.perf_counter() - start):,.0f} tok/s",
-                                    refresh=False)
-                save()
-                if settings.keep_last and checkpoint is not None and rank == 0:
-                    keep_epoch(checkpoint, progress["epoch"] - 1, settings.keep_last)
-                stopping = stop_reason()
-    if stopping == "time_limit" and report != "none":
+    hooks = RunHooks(data, settings, resume=resume, checkpoint=checkpoint, save_kwargs=save_kwargs, report=report,
+                     stop=stop)
+    try:
+        if resume is not None and resume["progress"]["step"] >= (settings.max_steps or math.inf):
+            hooks.begin(model, settings)           # nothing left to train: write the checkpoint as it stands
+            progress, hooks.stopped = hooks.progress, "max_steps"
+        else:
+            progress = fit(model, data, settings, hooks=hooks)
+        progress["stopped"] = hooks.stopped
+        hooks.save()
+    except TrainingDiverged as e:
+        raise TrainingDiverged(f"{e}; {hooks.kept()}.") from None
+    if hooks.stopped == "time_limit" and report != "none" and hooks.rank == 0:
         sys.stderr.write(f"time limit of {settings.time_limit} min reached at update {progress['step']:,}"
                          + ("; resume with --resume\n" if checkpoint is not None else "\n"))
-    progress["stopped"] = stopping
-    save()
-    model.eval()
     return progress
 
 
