@@ -58,7 +58,7 @@ $(LATEST)/.installed: pyproject.toml Makefile
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
 	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL) -m "not slow" \
-	  --ignore=tests/test_bench.py --ignore=tests/test_browser.py
+	  --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
 	$(PYTHON) tools/fetch_mathjax.py $(MATHJAX)

@@ -6,12 +6,10 @@ import torch.nn.functional as F
 from torch import nn
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 from nmt_lib.attention import (AdditiveAttention, DotProductAttention, attend, causal_mask,  # noqa: E402
                                lens_to_mask, masked_softmax)
 from nmt_lib.multihead import MultiHeadAttention, kept_weights, merge_heads, split_heads  # noqa: E402
-from nmt_lib.plot import show_heatmaps  # noqa: E402
 from nmt_lib.positional import PositionalEncoding, relative_shift_matrix, sinusoidal_table  # noqa: E402
 
 try:
@@ -64,11 +62,6 @@ def test_fully_masked_rows_give_zeros_without_nan_in_values_or_gradients():
 def test_masked_softmax_matches_d2l(lens):
     x = torch.randn(3, 2, 6)
     assert torch.allclose(masked_softmax(x, lens), d2l.masked_softmax(x.clone(), lens), atol=1e-6)
-
-
-def test_masked_softmax_refuses_a_float_mask():
-    with pytest.raises(ValueError, match="boolean"):
-        masked_softmax(torch.randn(2, 2, 3), mask=torch.ones(2, 1, 3))
 
 
 # ---------------------------------------------------------------- scoring functions
@@ -176,11 +169,6 @@ def test_multihead_matches_torch_and_d2l():
     assert torch.allclose(plain(q, kv, kv, mask), d2l_mha(q, kv, kv, lens), atol=1e-5)
 
 
-def test_multihead_bad_configuration():
-    with pytest.raises(ValueError, match="multiple of n_heads"):
-        MultiHeadAttention(10, 3)
-
-
 # ---------------------------------------------------------------- positional encoding
 
 @needs_d2l
@@ -193,12 +181,6 @@ def test_positional_table_matches_d2l_and_is_a_buffer():
     assert torch.allclose(pe.eval()(x), x + sinusoidal_table(50, 16)[:7].double())
 
 
-def test_positional_bad_input():
-    pe = PositionalEncoding(8, max_len=10)
-    with pytest.raises(ValueError, match="longer than max_len=10"):
-        pe(torch.zeros(1, 11, 8))
-
-
 @pytest.mark.parametrize("delta", [1, 5, 17])
 def test_relative_position_is_a_fixed_linear_map(delta):
     table = sinusoidal_table(120, 20)
@@ -208,20 +190,3 @@ def test_relative_position_is_a_fixed_linear_map(delta):
 
 
 # ---------------------------------------------------------------- heatmaps
-
-def test_show_heatmaps_labels_and_errors():
-    fig = show_heatmaps(torch.rand(2, 3, 4, 5), xlabel="keys", ylabel="queries", titles=["a", "b", "c"],
-                        x_tokens=list("vwxyz"), y_tokens=list("abcd"), suptitle="grid")
-    panels = [ax for ax in fig.axes if ax.get_title()]
-    assert len(panels) == 6 and [ax.get_title() for ax in panels[:3]] == ["a", "b", "c"]
-    assert [t.get_text() for t in panels[-1].get_xticklabels()] == list("vwxyz")
-    assert [t.get_text() for t in panels[0].get_yticklabels()] == list("abcd")
-    assert panels[-1].get_xlabel() == "keys" and panels[0].get_ylabel() == "queries"
-    assert any(ax.get_ylabel() == "attention weight" for ax in fig.axes)      # the colour bar
-    plt.close(fig)
-    with pytest.raises(ValueError, match="rows, cols, Tq, Tk"):
-        show_heatmaps(torch.rand(3, 4), "k", "q")
-    with pytest.raises(ValueError, match="x_tokens"):
-        show_heatmaps(torch.rand(1, 1, 2, 3), "k", "q", x_tokens=["a"])
-
-

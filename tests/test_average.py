@@ -1,7 +1,6 @@
 """Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
 `average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
 import os
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-from conftest import cli_call
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,29 +84,3 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(run, de_corpus
     with pytest.raises(ValueError, match="a run's checkpoint, which it could no longer resume from"):
         average_checkpoints([epoch_checkpoint(out, 3), epoch_checkpoint(out, 4)], tmp_path / "other.pt")
     assert not (tmp_path / "avg.pt").exists()
-
-
-def test_checkpoints_before_and_after_a_resume_average(run, tmp_path):
-    from nmt_lib.run.checkpoint import read_payload
-    corpus, out, _ = run
-    later = read_payload(epoch_checkpoint(out, 4), "cpu")                  # a resume adds a count the
-    later["data"]["excluded"] = {"train": 0}                               # earlier checkpoints lack
-    torch.save(later, tmp_path / "later.pt")
-    mean = average_checkpoints([epoch_checkpoint(out, 3), tmp_path / "later.pt"], tmp_path / "avg.pt")
-    assert load_checkpoint(mean, device="cpu").payload["data"]["excluded"] == {"train": 0}   # the latest's
-
-
-def test_average_on_the_command_line(run, tmp_path, capsys):
-    call = partial(cli_call, capsys)
-    _, out, _ = run
-    status, stdout, err = call("average", "--out", tmp_path / "avg.pt", epoch_checkpoint(out, 3), out)
-    assert status == 0 and "averaged 2 checkpoints" in stdout, err
-    status, _, err = call("train", "--out", tmp_path / "avg.pt", "--resume")
-    assert status == 1 and "no training state to resume from" in err and "average" in err
-    status, _, err = call("train", "--out", tmp_path / "run.pt", "--max-steps", 1)
-    assert status == 1 and "pass --resume" in err
-    out.unlink()                                             # its epoch ends are still there: a fresh run refuses
-    status, _, err = call("train", "--out", out, "--max-steps", 1)
-    assert status == 1 and "run.epoch3.pt exists" in err
-    status, _, err = call("average", "--out", tmp_path / "x.pt", epoch_checkpoint(out, 3), tmp_path / "none.pt")
-    assert status == 1 and err.count("\n") == 1 and "not found" in err

@@ -1,4 +1,4 @@
-"""Browser tests in headless Chromium (Playwright): JupyterLab opens and runs a notebook, and the
+"""Browser tests in headless Chromium (Playwright): JupyterLab runs chapter 8 and its translator app, and the
 built book reads offline with its math rendered and its images loaded.
 
 `make test` builds the book first and installs Chromium when it is missing; it passes the
@@ -31,7 +31,6 @@ CHROMIUM = os.environ.get("NMT_CHROMIUM", "/usr/bin/chromium")
 # machines that run CI have no internet, and the book must not need any.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
-LAB_NOTEBOOK = "02_attention_pooling.ipynb"
 WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.run.app)
 FREE_INPUT = "My sister forgot her umbrella at the station yesterday."
 
@@ -155,40 +154,6 @@ def wait_for_idle_kernel(page, url: str, token: str, path: str, timeout: float =
     raise AssertionError(f"the kernel for {path} was not idle within {timeout:.0f} s (last state: {state})")
 
 
-def save_and_read_execution_counts(page, path: Path, n_code: int, timeout: float = 120) -> list:
-    """Save the notebook from Lab's File menu and return the code cells' execution counts on disk.
-
-    Saves again while some count is still missing (Run All may still be going), up to `timeout`.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        page.get_by_role("menuitem", name="File", exact=True).click()
-        page.locator("li.lm-Menu-item[data-command='docmanager:save']").click()   # "Save Notebook"
-        page.wait_for_timeout(1000)
-        try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-            counts = [c["execution_count"] for c in nb["cells"] if c["cell_type"] == "code"]
-        except (OSError, ValueError):     # caught mid-write
-            counts = []
-        if (len(counts) == n_code and None not in counts) or time.monotonic() > deadline:
-            return counts
-
-
-def show_first_figure(page, notebook):
-    """Scroll the notebook to its first figure. Lab draws only the cells near the viewport (after
-    Run All that is the last cell), so scroll from the top until a figure has been drawn."""
-    notebook.evaluate("nb => { (nb.closest('.jp-WindowedPanel-outer') || nb).scrollTop = 0; }")
-    figure = notebook.locator(".jp-OutputArea-output img").first
-    notebook.hover()
-    for _ in range(60):
-        if figure.count():
-            figure.scroll_into_view_if_needed()
-            return
-        page.mouse.wheel(0, 300)
-        page.wait_for_timeout(150)
-    raise AssertionError("no figure drawn while scrolling through the notebook")
-
-
 @contextlib.contextmanager
 def lab_notebook(page, tmp_path: Path, name: str, shot: str):
     """JupyterLab showing a copy of notebooks/NAME without its outputs (whatever appears was produced by
@@ -231,30 +196,6 @@ def dismiss_news(page):
 def no_errors(notebook):
     expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
            .filter(has_text="Error")).to_have_count(0)
-
-
-def test_jupyterlab_runs_a_notebook_and_shows_its_text_and_figures(page, tmp_path):
-    with lab_notebook(page, tmp_path, LAB_NOTEBOOK, "jupyterlab") as (url, token, notebook, indicator, n_code):
-        outputs = notebook.locator(".jp-OutputArea-output")
-        expect(outputs).to_have_count(0)
-        run_all(page)
-        expect(outputs.filter(has_text="50 training points, 50 test queries")).to_have_count(1, timeout=120_000)
-        expect(outputs.filter(has_text="learned w =")).to_have_count(1, timeout=120_000)
-        figures = notebook.locator(".jp-OutputArea-output img")
-        expect(figures.first).to_be_visible(timeout=60_000)
-        expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
-        wait_for_idle_kernel(page, url, token, LAB_NOTEBOOK)
-        no_errors(notebook)
-        # Lab renders only the cells near the viewport, so check what is drawn, not every figure.
-        assert figures.count() >= 1
-        assert all(figures.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
-                   for i in range(figures.count()))
-        # Saved from the menu, the file on disk shows that every code cell ran, in order.
-        counts = save_and_read_execution_counts(page, tmp_path / LAB_NOTEBOOK, n_code)
-        assert counts == list(range(1, n_code + 1)), f"execution counts after Run All: {counts}"
-        dismiss_news(page)
-        show_first_figure(page, notebook)
-        page.screenshot(path=str(SHOTS / "jupyterlab.png"))
 
 
 def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page, tmp_path):
@@ -386,25 +327,3 @@ def test_no_code_block_of_the_book_scrolls_sideways(page):
             if lines := page.evaluate(OVERFLOWING):
                 wide[href] = lines
         assert len(hrefs) >= 30 and wide == {}, f"code wider than the page (the longest line of each): {wide}"
-
-
-@pytest.mark.skipif(not (BOOK / "index.html").is_file(), reason="build the book first: make book")
-def test_book_shows_the_translator_views_offline_without_a_kernel(page):
-    with serve(BOOK) as url:
-        page.goto(f"{url}/08_evaluation.html")
-        views = page.locator(".nmt-view")
-        expect(views.first).to_be_visible(timeout=30_000)
-        assert views.count() >= 1
-        page.wait_for_load_state("networkidle")
-        assert page.evaluate("""() => [...document.querySelectorAll('.nmt-view img')]
-                                      .every(i => i.complete && i.naturalWidth > 0)""")
-        panels, tabs = views.first.locator(".nmt-panel"), views.first.locator("label.nmt-tab")
-        assert panels.count() == tabs.count() == 3
-        expect(panels.nth(0)).to_be_visible()
-        expect(panels.nth(1)).to_be_hidden()
-        tabs.nth(1).click()                                   # CSS alone switches the view
-        expect(panels.nth(1)).to_be_visible()
-        expect(panels.nth(0)).to_be_hidden()
-        views.first.scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "book-translator-views.png"))
-    assert page.outside == [], f"the book asked for outside resources: {page.outside}"

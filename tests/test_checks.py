@@ -383,4 +383,3 @@ def least_likely(logits, p):
     sorted_p, order = probs.sort(-1)
     kept = torch.zeros_like(probs).scatter(-1, order, sorted_p * (sorted_p.cumsum(-1) - sorted_p < p))
     return kept / kept.sum(-1, keepdim=True)
-

@@ -1,14 +1,10 @@
 """nmt_lib.data on small files the tests write themselves (d2l is the reference where it applies)."""
-import hashlib
-import io
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from nmt_lib import data as D
-from nmt_lib.base import download as DL
 from nmt_lib import text as T
 
 PAIRS_TSV = "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\u202f!\tCC-BY 2.0 (France) Attribution\nI won!\tJ'ai gagné !\n"
@@ -73,69 +69,6 @@ def test_read_pairs_non_utf8_and_truncated_multibyte(tmp_path):
         T.read_pairs(write(tmp_path / "cut.txt", cut))
 
 
-def test_read_pairs_missing_or_empty_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.txt not found"):
-        T.read_pairs(tmp_path / "nope.txt")
-    with pytest.raises(ValueError, match="no sentence pairs"):
-        T.read_pairs(write(tmp_path / "empty.txt", ""))
-
-
-# ---------------------------------------------------------------- finding and downloading
-
-def make_archive(tmp_path, files) -> tuple[str, str]:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-    path = write(tmp_path / "server" / "fra-eng.zip", buffer.getvalue())
-    return path.as_uri(), hashlib.sha1(path.read_bytes()).hexdigest()
-
-
-def leftovers(folder: Path):
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
-
-
-def test_data_dir_from_argument_then_environment(tmp_path, monkeypatch):
-    write(tmp_path / "a" / "fra-eng" / "fra.txt", PAIRS_TSV)
-    write(tmp_path / "b" / "fra-eng" / "fra.txt", PAIRS_TSV)
-    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "b"))
-    assert DL.fra_eng_path() == tmp_path / "b" / "fra-eng" / "fra.txt"
-    assert DL.fra_eng_path(tmp_path / "a") == tmp_path / "a" / "fra-eng" / "fra.txt"
-    assert T.load_fra_eng(tmp_path / "a")[0] == ("go .", "va !")
-
-
-def test_missing_without_download_says_where_and_how(tmp_path):
-    with pytest.raises(FileNotFoundError) as err:
-        DL.fra_eng_path(tmp_path, download=False)
-    message = str(err.value)
-    assert str(tmp_path / "fra-eng" / "fra.txt") in message and "NMT_DATA_DIR" in message and DL.DATA_URL in message
-
-
-def test_download_verifies_and_extracts(tmp_path):
-    url, sha1 = make_archive(tmp_path, {"fra-eng/fra.txt": PAIRS_TSV, "fra-eng/_about.txt": "CC-BY"})
-    path = DL.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
-    assert path == tmp_path / "data" / "fra-eng" / "fra.txt" and path.read_text() == PAIRS_TSV
-    assert leftovers(tmp_path / "data") == ["fra-eng"]          # no temporary folder left
-    assert leftovers(tmp_path / "data" / "fra-eng") == ["_about.txt", "fra.txt"]
-
-
-def test_download_with_wrong_checksum_leaves_nothing(tmp_path):
-    url, _ = make_archive(tmp_path, {"fra-eng/fra.txt": PAIRS_TSV})
-    with pytest.raises(ValueError, match="SHA-1"):
-        DL.fra_eng_path(tmp_path / "data", url=url, sha1="0" * 40)
-    assert leftovers(tmp_path / "data") == []
-
-
-def test_download_of_wrong_archive_or_unreachable_url(tmp_path):
-    url, sha1 = make_archive(tmp_path, {"other/file.txt": "x"})
-    with pytest.raises(ValueError, match="no fra-eng/fra.txt"):
-        DL.fra_eng_path(tmp_path / "data", url=url, sha1=sha1)
-    assert leftovers(tmp_path / "data") == []
-    with pytest.raises(FileNotFoundError, match="download failed.*NMT_DATA_DIR"):
-        DL.fra_eng_path(tmp_path / "data", url=(tmp_path / "absent.zip").as_uri())
-    assert leftovers(tmp_path / "data") == []
-
-
 # ---------------------------------------------------------------- vocabulary
 
 def test_vocab_specials_order_and_unknowns():
@@ -146,12 +79,6 @@ def test_vocab_specials_order_and_unknowns():
     assert v.to_tokens(v[["b", "a", "."]]) == ["b", "a", "."]
     assert v.to_tokens(torch.tensor([4, 2])) == ["b", "<eos>"]
     assert "a" in v and "c" not in v and len(v) == 7
-
-
-def test_vocab_rebuilds_from_tokens():
-    v = T.Vocab([["x", "y", "y"]])
-    again = T.Vocab.from_tokens(v.idx_to_token)
-    assert again.idx_to_token == v.idx_to_token and again["y"] == v["y"]
 
 
 def test_unk_rate():

@@ -7,25 +7,16 @@ import pytest
 import torch
 
 from nmt_lib.base import cache
-from nmt_lib.run import cli, published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.decoding import beam_search, greedy_decode, translate
-from nmt_lib.base.device import DeviceError, default_device, parse_device, use_threads
+from nmt_lib.base.device import DeviceError, default_device
 from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
 from test_training import tiny_model
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA); this machine has none")
-
-
-def test_nmt_device_overrides_the_choice(monkeypatch):
-    monkeypatch.setenv("NMT_DEVICE", " CPU ")
-    assert default_device() == torch.device("cpu")
-    monkeypatch.delenv("NMT_DEVICE")
-    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    assert default_device().type == expected
 
 
 @pytest.mark.parametrize("name, message", [("gpu", "not a device the course knows"), ("cuda:x", "not a device"),
@@ -35,55 +26,6 @@ def test_an_unknown_device_is_a_one_line_error_naming_where_it_came_from(monkeyp
     with pytest.raises(DeviceError, match=message) as err:
         default_device()
     assert str(err.value).startswith(f"NMT_DEVICE '{name}'") and "\n" not in str(err.value)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-def test_an_unavailable_device_is_refused():
-    with pytest.raises(DeviceError, match="no CUDA GPU"):
-        parse_device("cuda")
-    if not torch.backends.mps.is_available():
-        with pytest.raises(DeviceError, match="MPS backend is not available"):
-            parse_device("mps")
-
-
-def test_threads_follow_nmt_threads_and_keep_the_default_otherwise(monkeypatch):
-    before = torch.get_num_threads()
-    try:
-        monkeypatch.delenv("NMT_THREADS", raising=False)
-        assert use_threads() == before                       # nothing said: PyTorch's default stays
-        monkeypatch.setenv("NMT_THREADS", "1")
-        assert use_threads() == 1 == torch.get_num_threads()
-        assert use_threads(2) == 2                           # an explicit number wins over the variable
-        for bad in ["two", "-1", "1.5"]:
-            monkeypatch.setenv("NMT_THREADS", bad)
-            with pytest.raises(DeviceError, match="not a positive whole number"):
-                use_threads()
-        with pytest.raises(DeviceError, match="at least 1"):
-            use_threads(0)
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_cli_refuses_an_unknown_device_before_doing_anything(capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        cli.main(["train", "--out", str(tmp_path / "x.pt"), "--device", "tpu"])
-    assert e.value.code == 2 and "--device 'tpu' is not a device the course knows" in capsys.readouterr().err
-    assert not list(tmp_path.iterdir())
-
-
-def test_cli_translates_on_the_device_it_is_given(tmp_path, de_corpus, capsys, monkeypatch):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
-                                          d_ff=32, n_layers=1))
-    path = save_checkpoint(tmp_path / "m.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("I am tired.\n"))
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.append(n))
-    original = load_checkpoint
-    monkeypatch.setattr(published, "load_checkpoint",        # what translate's --checkpoint goes through
-                        lambda p, device: seen.append(device) or original(p, device=device))
-    assert cli.main(["translate", "--checkpoint", str(path), "--device", "cpu", "--threads", "1"]) == 0
-    assert seen == [1, torch.device("cpu")] and len(capsys.readouterr().out.splitlines()) == 1
 
 
 def test_cached_fit_stores_weights_on_the_cpu_and_loads_them_where_build_puts_them(tmp_path, monkeypatch):
@@ -143,30 +85,6 @@ def test_transformer_runs_on_the_meta_device_without_touching_the_cpu():
         model = Transformer(TransformerConfig(20, 30, d_model=16, n_heads=2, d_ff=32, n_layers=1))
         src, src_len, tgt = torch.zeros(2, 4, dtype=torch.long), torch.tensor([4, 2]), torch.zeros(2, 3, dtype=torch.long)
     assert model(src, src_len, tgt).device.type == "meta"
-
-
-def test_precision_auto_is_bf16_only_where_it_is_native(monkeypatch):
-    from nmt_lib.base import device as dev
-    monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: False)
-    assert dev.autocast_dtype("auto", "cpu") is None and dev.autocast_dtype("fp32", "cpu") is None
-    monkeypatch.setattr(dev, "cpu_has_native_bf16", lambda: True)
-    assert dev.autocast_dtype("auto", "cpu") == torch.bfloat16
-    assert dev.autocast_dtype("fp16", "cpu") == torch.float16 and dev.autocast_dtype("bf16", "cpu") == torch.bfloat16
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert dev.autocast_dtype("auto", "cuda") == torch.float16          # older GPUs: fp16 with loss scaling
-    with pytest.raises(ValueError, match="use one of auto, fp32, bf16, fp16"):
-        dev.autocast_dtype("fp8", "cpu")
-    with pytest.raises(ValueError, match="precision must be one of"):
-        RunSettings(precision="half")
-
-
-def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
-    from nmt_lib.base import device as dev
-    for flags, native in [("fpu avx2 fma", False), ("fpu avx512f avx512_bf16 fma", True), ("amx_bf16 amx_tile", True)]:
-        info = tmp_path / f"cpuinfo{native}{len(flags)}"
-        info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-        monkeypatch.setattr(dev, "Path", lambda _p, info=info: info)
-        assert dev.cpu_has_native_bf16() is native
 
 
 @pytest.mark.parametrize("precision, loss", [("fp32", "plain"), ("bf16", "plain"), ("bf16", "sliced"), ("fp16", "plain")])

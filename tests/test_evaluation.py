@@ -24,4 +24,3 @@ def test_per_sentence_uses_the_best_reference():
     assert list(table.columns) == ["English", "translation", "references", "sentence BLEU"]
     assert table["sentence BLEU"][0] == 1.0 and table["sentence BLEU"][2] == 1.0
     assert 0 < table["sentence BLEU"][1] < 1 and table["references"][1] == "je suis là . | me voici ."
-

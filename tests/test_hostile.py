@@ -5,10 +5,8 @@ otherwise."""
 import errno
 import os
 import select
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,8 @@ import torch
 
 from conftest import cli_call, german_lines
 from nmt_lib.base import cache
-from nmt_lib.run import checkpoint, cli, guards
+from nmt_lib.loop import TrainingDiverged
+from nmt_lib.run import checkpoint, cli, trainer
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import input_batches, one_line, translate_lines
@@ -33,11 +32,6 @@ def train(capsys, data, out, *extra):
     return cli_call(capsys, "train", "--data", data, *TINY, "--out", out, *extra)
 
 
-def cli_run(*args, stdin=None, **kw):
-    return subprocess.run([sys.executable, "-m", "nmt_lib", *map(str, args)], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, **kw)
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A checkpoint trained for 3 updates, written by the command line (its path, and its corpus)."""
@@ -51,38 +45,6 @@ def trained(tmp_path_factory):
 
 def payload_of(path):
     return torch.load(path, weights_only=True)
-
-
-# ---- 1, 2, 16: files are never followed, overwritten or deleted by mistake -----------------------------
-
-def test_a_symlinked_out_is_locked_and_written_at_its_target(tmp_path, de_corpus, capsys):
-    (tmp_path / "real").mkdir()
-    target, link = tmp_path / "real" / "t.pt", tmp_path / "link.pt"
-    link.symlink_to(target)
-    with guards.run_lock(target):                 # a run on the target itself holds the lock
-        status, _, err = train(capsys, de_corpus, link, "--max-steps", 1)
-    assert status == 1 and "being trained by another run" in err
-    status, _, err = train(capsys, de_corpus, link, "--max-steps", 1)
-    assert status == 0, err
-    assert link.is_symlink() and target.is_file() and load_checkpoint(link).step == 1
-
-
-def test_a_folder_or_a_device_as_out_is_refused_before_anything_is_made(tmp_path, de_corpus, capsys):
-    status, _, err = train(capsys, de_corpus, f"{tmp_path / 'dir'}/", "--max-steps", 1)
-    assert status == 1 and "ends with a slash" in err and not (tmp_path / "dir").exists()
-    status, _, err = train(capsys, de_corpus, "/dev/null", "--max-steps", 1)
-    assert status == 1 and "not a regular file" in err and not Path("/dev/.null.lock").exists()
-
-
-def test_taking_over_a_lock_removes_only_that_checkpoints_temporaries(tmp_path):
-    mine = [tmp_path / ".run.pt.abcd_123.tmp"]
-    others = [tmp_path / ".run.pt.bak._ttxwlja.tmp", tmp_path / ".run.pt.x.abcdefgh.tmp"]
-    for f in mine + others:
-        f.write_bytes(b"half")
-    assert cache.temporary_files(tmp_path / "run.pt") == mine
-    with guards.run_lock(tmp_path / "run.pt"):
-        pass
-    assert [f.exists() for f in mine + others] == [False, True, True]
 
 
 # ---- 3: an over-long corpus pair is left out, not a run that can never finish -------------------------
@@ -158,6 +120,25 @@ def test_a_diverged_run_says_so_and_saves_nothing(trained, tmp_path, capsys):
     assert status == 1 and "NaN or infinite" in err and "no checkpoint was written" in err and not out.exists()
 
 
+def test_weights_that_diverge_after_a_checkpoint_leave_it_as_it_was(de_corpus, tmp_path, monkeypatch):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
+                                          d_ff=32, n_layers=1))
+    original = trainer.RunHooks.after_update
+
+    def after_update(hooks, **state):
+        if state["progress"]["step"] == 4:                 # the weights go bad just before the second save
+            next(model.parameters()).data.fill_(float("nan"))
+        return original(hooks, **state)
+
+    monkeypatch.setattr(trainer.RunHooks, "after_update", after_update)
+    settings = RunSettings(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=2)
+    with pytest.raises(TrainingDiverged, match=r"NaN or infinite values by update 4.*\(update 2\) is unaffected"):
+        train_run(model, corpus, settings, checkpoint=tmp_path / "m.pt", save_kwargs={"data": corpus.settings},
+                  report="none")
+    assert load_checkpoint(tmp_path / "m.pt").payload["progress"]["step"] == 2
+
+
 # ---- 7, 8, 9: memory is bounded whatever the sizes -----------------------------------------------------
 
 def test_a_crafted_huge_config_is_refused_before_any_model_is_built(trained, tmp_path, monkeypatch):
@@ -167,17 +148,6 @@ def test_a_crafted_huge_config_is_refused_before_any_model_is_built(trained, tmp
     monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
     with pytest.raises(CheckpointError, match="parameters and need about .* GB to load"):
         load_checkpoint(tmp_path / "deep.pt")
-    assert built == []
-
-
-def test_a_narrow_model_with_millions_of_layers_is_refused_before_it_is_built(trained, tmp_path, monkeypatch):
-    payload = payload_of(trained[0])
-    narrow = dict(payload["config"], d_model=2, n_heads=1, d_ff=1, n_layers=9_000_000)   # under 1e9 parameters
-    torch.save(dict(payload, config=narrow), tmp_path / "narrow.pt")
-    built = []
-    monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
-    with pytest.raises(CheckpointError, match="9,000,000 layers; the course's tools stop at 1,000"):
-        load_checkpoint(tmp_path / "narrow.pt")
     assert built == []
 
 
@@ -243,24 +213,7 @@ def test_whatever_the_model_writes_comes_out_as_one_line():
     assert one_line("je\nsuis\r\x85 fatigué\u2028.\x7f\x00") == "je suis fatigué ."
 
 
-def test_a_model_that_writes_line_breaks_still_gives_one_line_per_input(trained, tmp_path):
-    payload = payload_of(trained[0])
-    tgt = list(payload["tgt_vocab"])
-    tgt[-1] = "a\nb"                                    # a crafted token, which the model is made to write
-    torch.save(dict(forced(payload, len(tgt) - 1), tgt_vocab=tgt), tmp_path / "nl.pt")
-    out = cli_run("translate", "--checkpoint", tmp_path / "nl.pt", stdin="I am tired.\nWe see a car.\n")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.count("\n") == 2 and "a b" in out.stdout
-
-
 # ---- 12, 14, 16: checkpoints that cannot be used are one-line errors ------------------------------------
-
-def test_evaluate_without_the_corpus_path_says_so(trained, tmp_path):
-    payload = payload_of(trained[0])
-    torch.save(dict(payload, data={}), tmp_path / "d.pt")
-    out = cli_run("evaluate", "--checkpoint", tmp_path / "d.pt")
-    assert out.returncode == 1 and "does not say which corpus" in out.stderr and "Traceback" not in out.stderr
-
 
 class Payload:
     """Unpickled, it would call os.system (with a harmless command)."""
@@ -275,39 +228,7 @@ def test_a_pickle_that_could_run_code_is_not_a_safe_checkpoint(tmp_path):
         load_checkpoint(tmp_path / "evil.pt")
 
 
-def test_the_final_line_says_which_weights_the_validation_loss_is_of(trained, tmp_path, capsys):
-    out = tmp_path / "v.pt"
-    status, printed, _ = train(capsys, trained[1], out, "--epochs", 1)
-    assert status == 0 and "valid loss" in printed and "not validated" not in printed
-    status, printed, _ = train(capsys, trained[1], out, "--resume", "--epochs", 3, "--max-steps",
-                               load_checkpoint(out).step + 1)
-    assert status == 0 and "at the end of epoch 1" in printed and "the final weights were not validated" in printed
-
-
-def forced(payload, token_id: int) -> dict:
-    """The payload with the output layer's bias set so that the model writes `token_id` at every step."""
-    state = dict(payload["state_dict"])
-    bias = torch.full_like(state["decoder.dense.bias"], -1e4)
-    bias[token_id] = 1e4
-    return dict(payload, state_dict={**state, "decoder.dense.bias": bias})
-
-
-def test_tokenized_output_is_the_models_pieces(trained, tmp_path):
-    payload = payload_of(trained[0])
-    torch.save(forced(payload, 5), tmp_path / "f.pt")
-    ckpt = load_checkpoint(tmp_path / "f.pt")
-
-    class Pieces(type(ckpt.tgt_vocab)):                 # a tokenizer whose text differs from its pieces
-        def detokenize(self, tokens):
-            return "".join(tokens)
-
-    ckpt.tgt_vocab.__class__ = Pieces
-    token = ckpt.tgt_vocab.idx_to_token[5]
-    assert translate_lines(ckpt, ["I am tired."], max_len=3)[0] == token * 3
-    assert translate_lines(ckpt, ["I am tired."], max_len=3, tokenized=True)[0] == " ".join([token] * 3)
-
-
-# ---- 15: closed or full outputs, and signals ------------------------------------------------------------
+# ---- 15: closed or full outputs ---------------------------------------------------------------------------
 
 def test_a_full_or_closed_standard_output_is_a_one_line_error(trained):
     for redirect in ("> /dev/full", ">&-"):
@@ -315,26 +236,6 @@ def test_a_full_or_closed_standard_output_is_a_one_line_error(trained):
                              f"{trained[0]} {redirect}", shell=True, capture_output=True, text=True, cwd=ROOT,
                              timeout=300)
         assert out.returncode == 1 and out.stderr.count("\n") == 1 and "standard output" in out.stderr, out.stderr
-
-
-def test_sighup_stops_training_with_a_checkpoint(trained, tmp_path):
-    out = tmp_path / "hup.pt"
-    child = subprocess.Popen([sys.executable, "-m", "nmt_lib", "train", "--data", str(trained[1]), *TINY, "--out",
-                              str(out), "--epochs", "100000", "--checkpoint-every", "0"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.time() + 120
-    while "Transformer:" not in (line := child.stderr.readline()) and time.time() < deadline:
-        assert line, "the run ended before training"
-    time.sleep(1)
-    child.send_signal(signal.SIGHUP)
-    assert child.wait(timeout=120) == 129
-    assert load_checkpoint(out).payload["progress"]["stopped"] == "SIGHUP"   # written when it stopped
-
-
-def test_stdin_closed_translates_nothing(trained):
-    out = subprocess.run(f"{sys.executable} -m nmt_lib translate --checkpoint {trained[0]} <&-", shell=True,
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.returncode == 0 and out.stdout == "" and "Traceback" not in out.stderr
 
 
 # ---- 17: the lessons' functions answer right or raise, never return a wrong answer silently ------------
@@ -352,18 +253,6 @@ def test_decoding_and_bleu_refuse_what_they_would_answer_wrongly(trained):
     empty = torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long)
     ids = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
     assert beam_search(model, *empty, **ids).tokens == greedy_decode(model, *empty, **ids).tokens == []
-
-
-def test_attention_views_count_layers_and_heads_from_one(trained):
-    from nmt_lib.run.app import draw_attention, explore
-
-    ckpt = load_checkpoint(trained[0])
-    with pytest.raises(ValueError, match="max_src_len must be at least 1"):
-        explore(ckpt.model, ckpt.src_vocab, ckpt.tgt_vocab, "I am tired.", max_src_len=0)
-    exp = explore(ckpt.model, ckpt.src_vocab, ckpt.tgt_vocab, "I am tired.", max_len=3)
-    for bad in (dict(layer=0), dict(layer=2), dict(head=0), dict(head=3)):
-        with pytest.raises(ValueError, match="counted from 1"):
-            draw_attention(exp, **bad)
 
 
 def test_a_tiny_temperature_samples_the_most_likely_token():

@@ -1,16 +1,12 @@
 """The decoder-only language model of chapter 11: causality, tied weights, the KV cache, sampling
 rules, perplexity, the Penn Treebank loader and its errors."""
-import io
 import math
-import zipfile
 
 import pytest
 import torch
 
-from nmt_lib.base.download import file_sha1
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig, generate
 from nmt_lib.lm_train import UnigramLM, gru_width_like, sentence_stream, stream_perplexity, train_lm
-from nmt_lib.ptb import load_ptb, ptb_streams
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.text import Vocab
 
@@ -93,20 +89,6 @@ def test_sampling_follows_the_temperature_and_stops_at_eos_or_the_context():
     assert drawn <= top3
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(prompt=[]), "prompt is empty"),
-    (dict(prompt=list(range(4, 14))), "more than the model's context of 8"),
-    (dict(temperature=0.0), "temperature must be > 0"),
-    (dict(temperature=-1.0), "temperature must be > 0"),
-])
-def test_bad_generation_requests_are_one_line_errors(kwargs, message):
-    model = tiny_lm(context=8)
-    args = dict(prompt=[2, 5], max_new_tokens=3) | kwargs
-    with pytest.raises(ValueError, match=message) as err:
-        generate(model, args.pop("prompt"), args.pop("max_new_tokens"), **args)
-    assert "\n" not in str(err.value)
-
-
 def test_a_window_longer_than_the_context_is_an_error():
     with pytest.raises(ValueError, match="longer than max_len=8"):             # the positional table's end
         tiny_lm(context=8)(torch.zeros(1, 9, dtype=torch.long))
@@ -141,25 +123,3 @@ def test_the_gru_width_matches_the_parameter_budget():
     for budget, vocab in [(200_000, 1000), (1_500_000, 8000)]:
         width = gru_width_like(budget, vocab)
         assert abs(num_parameters(GRULM(vocab, width)) - budget) < 0.05 * budget
-
-
-def write_ptb(folder, lines=("the cat sat", "a dog ran")):
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as z:
-        for split in ("train", "valid", "test"):
-            z.writestr(f"ptb/ptb.{split}.txt", "\n".join(f" {line} " for line in lines) + "\n")
-    (folder / "ptb.zip").write_bytes(buffer.getvalue())
-    return folder / "ptb.zip"
-
-
-def test_the_penn_treebank_is_read_from_its_checked_archive(tmp_path, monkeypatch):
-    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="ptb.zip not found: download") as err:
-        load_ptb()
-    assert str(tmp_path) in str(err.value) and "\n" not in str(err.value)
-    archive = write_ptb(tmp_path)
-    with pytest.raises(ValueError, match="not d2l's ptb.zip"):
-        load_ptb()                                              # the real checksum: this archive is not it
-    vocab, streams = ptb_streams(sha1=file_sha1(archive))
-    assert set(streams) == {"train", "valid", "test"}
-    assert vocab.to_tokens(streams["train"][:4]) == ["the", "cat", "sat", "<eos>"]

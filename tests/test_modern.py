@@ -13,8 +13,6 @@ from nmt_lib.modern import (DecoderOnlyTranslator, GroupedQueryAttention, Modern
                             d_ff_for, rotate, swiglu_width)
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
-from nmt_lib.run import cli
-from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
 
 TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
@@ -105,31 +103,6 @@ def test_swiglu_and_d_ff_for_match_the_parameter_count():
     for switches in [dict(kv_heads=1), dict(swiglu=True), TODAY]:
         f = d_ff_for(lambda d: build(**switches, d_ff=d), target)
         assert abs(num_parameters(build(**switches, d_ff=f)) / target - 1) < 0.02
-
-
-def test_key_value_heads_that_cannot_work_are_refused_in_one_line():
-    for kv_heads in (3, 0):
-        with pytest.raises(ValueError, match="must divide n_heads"):
-            tiny(kv_heads=kv_heads)
-
-
-def test_the_command_line_trains_and_loads_a_modern_model(tmp_path, de_corpus, capsys):
-    out = tmp_path / "modern.pt"
-    status = cli.main(["train", "--data", str(de_corpus), "--d-model", "16", "--heads", "4", "--d-ff", "24",
-                       "--layers", "1", "--max-tokens", "80", "--tokens-per-update", "100", "--warmup", "2",
-                       "--min-freq", "1", "--progress", "none", "--max-steps", "2", "--out", str(out),
-                       "--norm-first", "--rms", "--swiglu", "--rope", "--kv-heads", "2"])
-    assert status == 0, capsys.readouterr().err
-    ckpt = load_checkpoint(out, device="cpu")
-    assert ckpt.model.cfg.norm_first and ckpt.model.parts == ModernParts(**TODAY)
-    assert isinstance(ckpt.model.encoder.blocks[0].self_attn, GroupedQueryAttention)
-    assert isinstance(ckpt.model.encoder.blocks[0].norm1, RMSNorm)
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as e:                  # argparse's usage error: status 2, one line
-        cli.main(["train", "--data", str(de_corpus), "--kv-heads", "3", "--out", str(tmp_path / "x.pt")])
-    assert e.value.code == 2
-    assert "kv_heads (3) must divide n_heads (4)" in capsys.readouterr().err
-    assert not (tmp_path / "x.pt").exists()
 
 
 def test_the_decoder_only_translator_reads_english_then_french():

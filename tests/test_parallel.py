@@ -10,7 +10,6 @@ import pytest
 
 from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
-from nmt_lib.run.parallel import agree_to_stop, all_sum, rank_and_world
 from nmt_lib.training import update_groups
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +40,6 @@ def test_update_groups_are_the_updates_of_one_process_and_resume_mid_epoch(per_u
     for a, b in groups:                     # resuming at any update's end gives the rest of the same updates
         assert update_groups(tokens, per_update, start=a) == [g for g in groups if g[0] >= a]
     assert update_groups([], per_update) == []
-
-
-def test_one_process_needs_no_process_group():
-    assert rank_and_world() == (0, 1)
-    assert all_sum(2.5, 7) == [2.5, 7] and agree_to_stop(None) is None and agree_to_stop("SIGINT") == "SIGINT"
 
 
 def train(data, out, steps, *, ranks=1, resume=False):
@@ -91,11 +85,3 @@ def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any
     for resumed in ("half.pt", "half-copy.pt"):
         assert load_checkpoint(tmp_path / resumed).step == 6
         assert largest_difference(tmp_path / "one.pt", tmp_path / resumed) < TOLERANCE
-
-
-def test_translate_and_evaluate_refuse_torchrun_in_one_line(tmp_path, monkeypatch, capsys):
-    from nmt_lib.run import cli
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SystemExit) as stop:
-        cli.main(["translate", "--checkpoint", str(tmp_path / "x.pt"), "--device", "cpu"])
-    assert stop.value.code == 2 and "runs in one process" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt_lib.data import TranslationDataset, make_loader
-from nmt_lib.decoding import cut_at_eos, evaluate_bleu, greedy_decode, translate
+from nmt_lib.decoding import evaluate_bleu, greedy_decode, translate
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, train
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.seq2seq import BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder, masked_cross_entropy, xavier_init
@@ -101,12 +101,6 @@ class ScriptedDecoder(nn.Module):
 class NoEncoder(nn.Module):
     def forward(self, src, src_len):
         return None
-
-
-def test_cut_at_eos():
-    assert cut_at_eos([5, 6, 2, 7, 2], eos_id=2) == ([5, 6], True)
-    assert cut_at_eos([5, 6], eos_id=2) == ([5, 6], False)
-    assert cut_at_eos([2], eos_id=2) == ([], True)
 
 
 def test_greedy_stops_each_sentence_at_eos_and_the_batch_when_all_end():

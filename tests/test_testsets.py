@@ -2,13 +2,12 @@
 pairs it rules out of training and validation (`--exclude tatoeba`)."""
 import hashlib
 import io
-from functools import partial
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import cli_call, german_lines
+from conftest import german_lines
 from nmt_lib.run import testsets
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
 
@@ -42,13 +41,6 @@ def test_the_real_test_set_and_its_overlap_with_the_corpus():
     assert sum(overlaps(s, t) for s, t in corpus) == 13_728                 # corpus pairs --exclude leaves out
     seen = testsets.overlap_filter(corpus)                                  # what the records call test_pairs_in_corpus
     assert sum(seen(s, t) for s, t in test) == 6_728           # 23 more once spaces and Unicode are normalised
-
-
-def test_a_damaged_test_file_is_a_one_line_error(tmp_path, monkeypatch):
-    folder = plant_test_set(tmp_path, [("I am cold.", "J'ai froid.")], monkeypatch)
-    (folder / "t.fra").write_text("Tampered.\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="t.fra is not the v2021-08-07 test file"):
-        testsets.read_tatoeba_test()
 
 
 def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatch):
@@ -107,34 +99,6 @@ def test_raw_preprocessing_keeps_case_and_punctuation_and_needs_subwords(tmp_pat
     assert preparer(raw.settings)("I  am\u00a0Cold.") == "I am Cold." and preparer({}) is preprocess
     with pytest.raises(ValueError, match="needs subwords"):
         CorpusSettings(preprocess="raw")
-
-
-def test_evaluate_scores_a_case_keeping_model_on_the_public_test_set(tmp_path, monkeypatch, capsys):
-    import json
-
-    corpus = tmp_path / "deu.txt"
-    corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
-    plant_test_set(tmp_path, [("I am tired.", "Ich bin müde."), ("We see a dog?", "Wir sehen einen Hund?")],
-                   monkeypatch)                          # its SHA-256s made the expected ones
-
-    run = partial(cli_call, capsys)
-    small = ["--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1, "--max-steps", 3, "--max-tokens", 80,
-             "--tokens-per-update", 100, "--warmup", 2, "--tokenizer", "bpe", "--vocab-size", 400, "--progress", "none"]
-    status, _, err = run("train", "--data", corpus, "--preprocess", "raw", "--exclude", "tatoeba", *small,
-                         "--out", tmp_path / "m.pt")
-    assert status == 0, err
-    assert "pairs that share a sentence with the tatoeba test set" in err
-    status, out, err = run("evaluate", "--checkpoint", tmp_path / "m.pt", "--test", "tatoeba", "--record",
-                           tmp_path / "r.json")
-    assert status == 0, err
-    assert "tatoeba-test-v2021-08-07: 2 sentences, one reference each, greedy" in out
-    assert "case:mixed" in out and "nrefs:1" in out and "course token BLEU" not in out
-    assert json.loads((tmp_path / "r.json").read_text())["split"] == "tatoeba-test-v2021-08-07"
-    status, _, err = run("train", "--data", corpus, "--preprocess", "raw", *small, "--out", tmp_path / "plain.pt")
-    assert status == 0, err
-    status, _, err = run("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba")
-    assert status == 1 and "trained without --exclude tatoeba" in err and "--overlap-ok" in err
-    assert run("evaluate", "--checkpoint", tmp_path / "plain.pt", "--test", "tatoeba", "--overlap-ok")[0] == 0
 
 
 def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, monkeypatch):

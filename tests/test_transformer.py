@@ -2,12 +2,9 @@
 contract, the KV cache, beam search, the dropout switch."""
 import pytest
 import torch
-from torch import nn
 
 from nmt_lib.decoding import beam_search, greedy_decode, greedy_decode_nocache, sequence_scores, translate
-from nmt_lib.fast import FastDropout, use_fast_dropout
 from nmt_lib.multihead import kept_weights
-from nmt_lib.positional import PositionalEncoding
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 
@@ -89,21 +86,6 @@ def test_decoder_weights_follow_the_interface_and_greedy_decoding_returns_them()
         assert w.shape == (len(tokens) + ended, n)                      # a row per generated token, real source
 
 
-def test_cache_holds_projected_keys_and_values_per_layer():
-    model = make().eval()
-    src, src_len, tgt = batch()
-    state = model.encode(src, src_len)
-    _, state, _ = model.step(tgt[:, :1], state)
-    _, state, _ = model.step(tgt[:, 1:2], state)
-    assert state.pos == 2 and len(state.self_kv) == 2
-    k, v = state.self_kv[0]
-    assert k.shape == v.shape == (3, 4, 2, 8)                         # (B, H, t, Dh)
-    block = model.decoder.blocks[0]
-    x = model.decoder.pos(model.decoder.embedding(tgt[:, :2]) * 32 ** 0.5)
-    k_ref, _ = block.self_attn.project_kv(x, x)                       # layer 0's keys, projected once
-    assert torch.allclose(k, k_ref, atol=1e-5)
-
-
 def uneven_model():
     """An untrained model whose three test sentences end at three different steps (<eos> early)."""
     src, src_len, _ = batch()
@@ -127,19 +109,6 @@ def test_cached_decoding_gives_exactly_the_tokens_of_full_recomputation():
         singles = [greedy_decode(model, src[i:i + 1, :src_len[i]], src_len[i:i + 1], max_len=12, **KW).tokens[0]
                    for i in range(3)]
         assert cached.tokens == singles
-
-
-def test_greedy_decode_drops_finished_sentences_from_the_batch():
-    model = uneven_model()
-    src, src_len, _ = batch()
-    rows, step = [], model.step
-    model.step = lambda tokens, state, **kw: (rows.append(tokens.shape[0]), step(tokens, state, **kw))[1]
-    out = greedy_decode(model, src, src_len, max_len=12, **KW).tokens
-    ended = [len(t) < 12 for t in out]
-    assert sum(ended) >= 2 and rows[0] == 3
-    # step k (from 0) runs the sentences that have not produced <eos> in steps 0 .. k-1
-    assert rows == [sum(len(t) >= k or not e for t, e in zip(out, ended)) for k in range(len(rows))]
-    assert rows[-1] < 3
 
 
 def test_beam_size_one_is_greedy():
@@ -189,21 +158,3 @@ def test_decoding_leaves_a_training_model_in_training_mode(decode):
            "scores": lambda: sequence_scores(model, src, src_len, [([4], True)] * 3, **KW)}
     run[decode]()
     assert model.training and all(m.training for m in model.modules())
-
-
-def test_the_plain_model_uses_nn_dropout_and_the_switch_swaps_every_one():
-    plain, fast = make(), use_fast_dropout(make())
-    count = 2 + 2 * 2 + 2 * 2                   # positions; each block's residual dropout and its FFN's
-    assert sum(isinstance(m, nn.Dropout) for m in plain.modules()) == count
-    assert not any(isinstance(m, FastDropout) for m in plain.modules())
-    assert sum(isinstance(m, FastDropout) for m in fast.modules()) == count
-    assert not any(isinstance(m, nn.Dropout) for m in fast.modules())
-    fast.load_state_dict(plain.state_dict())                  # the same parameters: checkpoints fit both
-    src, src_len, tgt = batch()
-    assert torch.equal(plain.eval()(src, src_len, tgt), fast.eval()(src, src_len, tgt))
-
-
-def test_positional_encoding_takes_a_rate_or_a_dropout_module():
-    assert isinstance(PositionalEncoding(8, 0.2).dropout, nn.Dropout)
-    module = FastDropout(0.2)
-    assert PositionalEncoding(8, module).dropout is module

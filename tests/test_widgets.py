@@ -34,13 +34,6 @@ def test_explore_translates_and_returns_every_map(tiny):
     assert exp.notes == [] and exp.hypotheses == []
 
 
-@pytest.mark.parametrize("text, message", [("", "Type an English sentence"), ("  \n", "Type an English sentence"),
-                                           ("?! ...", "only punctuation")])
-def test_explore_refuses_input_with_nothing_to_translate(tiny, text, message):
-    with pytest.raises(ValueError, match=message):
-        explore(*tiny, text)
-
-
 def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
     model, src, tgt = tiny
     as_written = lambda text: text                      # a model that keeps case (a published one's own)
@@ -52,22 +45,6 @@ def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
     seen = []
     static_views(model, src, tgt, ["He is here ."], prepare=lambda text: seen.append(text) or text)
     assert seen == ["He is here ."]                                     # the views read it as told, too
-
-
-def test_explore_notes_cuts_and_unknown_words(tiny):
-    exp = explore(*tiny, "the zyzzyva is " + "very " * 30 + "cold .", max_src_len=10)
-    assert len(exp.src_tokens) == 11                                   # 10 tokens and <eos>
-    assert any("Cut to its first 10 of 35 tokens" in n for n in exp.notes)
-    assert any("zyzzyva" in n and "very" in n for n in exp.notes)     # both unknown to this vocabulary
-    assert all("\n" not in n for n in exp.notes)
-
-
-def test_explore_with_beam_search_lists_the_hypotheses(tiny):
-    model, src, tgt = tiny
-    exp = explore(model, src, tgt, "i like big cats .", beam_size=3)
-    assert len(exp.hypotheses) == 3
-    scores = [h[2] for h in exp.hypotheses]
-    assert scores == sorted(scores, reverse=True) and exp.hypotheses[0][0] == exp.translation
 
 
 def test_draw_attention_labels_the_tokens_and_averages_heads(tiny):
@@ -140,19 +117,3 @@ def test_explore_takes_any_text_with_a_subword_model():
     assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
     assert any("<0xC3>" in n for n in exp.notes)
     assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(exp.src_tokens)
-
-
-def test_the_translation_line_shows_subword_pieces_as_words():
-    import re
-
-    from nmt_lib.run.app import Exploration, hover_html
-
-    src = ["▁The", "▁children", "▁play", "ed", "<eos>"]
-    out = ["▁Les", "▁enfants", "▁jou", "aient", ".", "<eos>"]
-    maps = {"cross": torch.softmax(torch.randn(1, 2, len(out), len(src)), -1)}
-    text = re.sub(r"<[^>]+>", "", hover_html(Exploration("", src, ["<bos>"] + out[:-1], out, "", maps)))
-    assert text.replace("&lt;", "<").replace("&gt;", ">") == "Les enfants jouaient. <eos>"
-    words = ["il", "est", "ici", ".", "<eos>"]                       # a word-level model: a space between each
-    maps = {"cross": torch.softmax(torch.randn(1, 2, len(words), 3), -1)}
-    text = re.sub(r"<[^>]+>", "", hover_html(Exploration("", ["he", "is", "<eos>"], [], words, "", maps)))
-    assert text.replace("&lt;", "<").replace("&gt;", ">") == "il est ici . <eos>"
