@@ -490,6 +490,43 @@ def nbval_quick_wall() -> float:
     return wall
 
 
+def summary_rows(rec: dict) -> list:
+    """The figures the book's benchmark table shows (tools/render_tables.py renders it), with their targets."""
+    t, d, b16 = rec["training"], rec["decoding"], rec["training"].get("bf16", {"measured": False})
+    percent = lambda x: f"{100 * x:.1f}%"
+    rounds = lambda other: "single rounds {:.2f}–{:.2f}×".format(*(f(a / b for a, b in zip(
+        t["course"]["tokens_per_sec_rounds"], t[other]["tokens_per_sec_rounds"])) for f in (min, max)))
+    speed = lambda k: f"{t[k]['tokens_per_sec_median']:,.0f}"
+    rows = [["training speed, course / d2l-style baseline", f"**{t['ratio_train_vs_d2l']:.2f}×** ({speed('course')} "
+             f"vs {speed('d2l')} target tokens/s; {rounds('d2l')})", "≥ 3.5×"],
+            ["training speed, course / `torch.nn.Transformer`, identical batches",
+             f"**{t['ratio_train_vs_nn_transformer']:.2f}×** ({speed('torch')} tokens/s for `nn.Transformer`; "
+             f"{rounds('torch')})", "≥ 1.1×"],
+            [f"model FLOP utilisation (6 × non-embedding parameters × tokens/s ÷ the matmul peak measured in the same "
+             f"run, {t['peak_matmul_gflops']:.0f} GFLOP/s)", f"**{percent(t['course']['mfu'])}** (d2l-style "
+             f"{percent(t['d2l']['mfu'])}, `nn.Transformer` {percent(t['torch']['mfu'])})", "≥ 40%"],
+            ["target positions that are padding: length-bucketed, d2l's `num_steps=20`",
+             f"{percent(t['padding']['course_bucketed'])}, {percent(t['padding']['d2l_num_steps_20'])}", ""]]
+    if b16["measured"]:
+        rows += [["bf16 (autocast), course bf16 / course fp32", f"**{b16['ratio_course_bf16_vs_fp32']:.2f}×** "
+                  f"(bf16 matmul peak {b16['peak_matmul_gflops']:.0f} GFLOP/s)", ""],
+                 ["bf16: course bf16 / d2l-style (fp32)", f"**{b16['ratio_course_bf16_vs_d2l']:.2f}×**", "≥ 7×"],
+                 ["bf16: course / `nn.Transformer`, both bf16", f"**{b16['ratio_course_vs_nn_transformer_bf16']:.2f}×**",
+                  "≥ 1.2×"], ["bf16: MFU of the bf16 peak", f"**{percent(b16['mfu_course_bf16'])}**", "≥ 40%"]]
+    minutes = rec["bench_seconds"] / 60
+    return rows + [
+        [f"decoding {d['sentences']} held-out sentences, sentences/s: batched greedy with KV cache / beam 4 / "
+         "one at a time without cache", " / ".join(f"{d[k]['sentences_per_sec_median']:,.1f}" for k in (
+             "batched_greedy", "beam4", "one_at_a_time")), ""],
+        ["decoding, batched greedy / one at a time", f"**{d['ratio_decode_batched_vs_one_at_a_time']:.1f}×**", "≥ 30×"],
+        ["the same, against one at a time with the output layer on the newest position only",
+         f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}×", "context"],
+        ["peak memory of `translate` over the same sentences: beam 4 / beam 64",
+         " / ".join(f"{d['peak_memory_mb'][k]:,.0f} MB" for k in ("beam4", "beam64")), "within `--memory-budget`"],
+        ["run", f"{minutes:.1f} min: {t['rounds']} rounds × {t['batches_per_round']} batches per contender, "
+         f"{rec['threads']} threads; decoding with {d['model']}, torch {torch.__version__}", ""]]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="training rounds (5)")
@@ -525,6 +562,7 @@ def main(argv=None):
         "bench_seconds": time.perf_counter() - started,
         "command": " ".join(["python", "bench/bench.py", *(argv if argv is not None else sys.argv[1:])]),
     }
+    result["tables"] = [{"columns": ["figure", "measured", "target"], "rows": summary_rows(result)}]
     out = write_record(args.out, result)               # stamped with the date, the CPU and torch's version
 
     t = train

@@ -1,7 +1,6 @@
 """Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
 `average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,9 +10,6 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tiny(corpus, seed=3):

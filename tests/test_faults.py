@@ -20,18 +20,19 @@ from conftest import write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.records import write_record
 
-ROOT = Path(__file__).resolve().parent.parent
 FAULTS = int(os.environ.get("NMT_SOAK_FAULTS", "20"))
 STEPS = 30
 RECORD = os.environ.get("NMT_SOAK_RECORD")      # `make soak` keeps its figures there, for the book
 
 
-def record(section: str, figures: dict):
-    """Add this test's figures to the soak record, when one is asked for."""
+def record(rows: list):
+    """Add this test's rows to the soak record's table, when one is asked for."""
     if RECORD:
         path = Path(RECORD)
-        kept = json.loads(path.read_text()) if path.exists() else {"kind": "soak", "command": "make soak"}
-        write_record(path, {**kept, section: figures})
+        kept = json.loads(path.read_text()) if path.exists() else {"kind": "soak", "command": "make soak",
+                                                                    "tables": [{"columns": ["", ""], "rows": [], "align": "lr"}]}
+        kept["tables"][0]["rows"] += rows
+        write_record(path, kept)
 
 
 def train_args(data, out, resume: bool):
@@ -119,7 +120,8 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
     child.join(timeout=120)
     assert child.exitcode == 0 and load_checkpoint(out).step == STEPS and not temporary_files(out)
     assert during_writes >= FAULTS // 4 and loaded >= FAULTS // 2, (during_writes, loaded)
-    record("sigkill", {"kills": kills, "during_writes": during_writes, "loaded": loaded})
+    record([["SIGKILLs", kills], ["of them during a checkpoint write", during_writes],
+            ["kills that found a checkpoint: it loaded and `--resume` finished", loaded]])
     print(f"{kills} SIGKILLs ({during_writes} while a checkpoint was being written): the checkpoint loaded after "
           f"each of the {loaded} kills that found one, and --resume finished the run")
 
@@ -158,6 +160,7 @@ def test_interrupted_at_random_moments_resume_gives_the_weights_of_a_run_that_ne
     child.join(timeout=120)
     assert child.exitcode == 0
     finished_like_the_straight_run(out)
-    record("sigint", {"interrupts": interrupts, "runs": runs + 1, "finished": finished + 1})
+    record([["SIGINTs, over runs", f"{interrupts:,}, over {runs + 1:,}"],
+            ["runs that got to the end, every one with the uninterrupted run's weights", finished + 1]])
     print(f"{interrupts} SIGINTs over {runs + 1} runs; each of the {finished + 1} finished runs ended with the "
           f"weights of a run that never stopped, bit for bit")

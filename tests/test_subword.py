@@ -1,6 +1,5 @@
 """Subword units (chapter 8b): BPE from scratch, SentencePiece's BPE as a vocabulary, copy through
 attention, and the subword path through NMTData, checkpoints and the command line."""
-from pathlib import Path
 from functools import partial
 
 import pytest
@@ -15,7 +14,6 @@ from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
 
-ROOT = Path(__file__).resolve().parent.parent
 STEMS = ["chant", "parl", "mange", "regard", "aim", "jou", "travaill", "dans", "port", "cherch"]
 ENDINGS = ["e", "es", "ons", "ez", "ent", "ais", "ait", "ions", "iez", "aient", "erai", "eras"]
 
