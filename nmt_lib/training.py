@@ -231,6 +231,7 @@ class Hooks:
         return loss_sum, n_sum
 
     step = None  # apply_update's stand-in for optimizer.step() (none: Adam's own)
+    validate = True  # compute the held-out loss at each epoch's end (data permitting)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
         """Called after each update; returning True stops the run."""
@@ -260,9 +261,9 @@ def fit(
     hooks = hooks or Hooks()
     device, pad_id = model_device(model), data.tgt_vocab.pad_id
     optimizer, schedule, progress = hooks.begin(model, settings)
-    state = dict(model=model, optimizer=optimizer, schedule=schedule, progress=progress)
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    start = time.perf_counter() - progress["seconds"]  # a resumed run's clock goes on
+    # A new run starts at epoch 1, micro-batch 0, 0 s; a resumed one where it stood.
+    start = time.perf_counter() - progress["seconds"]
     loader, valid = token_loaders(data, settings)
     dataset, collate = loader.dataset, loader.collate_fn
     model.train()
@@ -282,6 +283,7 @@ def fit(
                     collate([dataset[i] for i in b]).to(device)
                     for b in batches[first:end]
                 ]
+                # 9.3: each micro-batch backpropagated, their gradients add up
                 loss_sum, n_sum = hooks.accumulate(
                     model, micro_batches, settings, pad_id
                 )
@@ -302,20 +304,25 @@ def fit(
                     f"{lr:.2e}",
                     refresh=False,
                 )
-                stop = hooks.after_update(**state) or (
-                    progress["step"] == settings.max_steps
+                stop = hooks.after_update(model, optimizer, schedule, progress) or (
+                    settings.max_steps is not None
+                    and progress["step"] >= settings.max_steps
                 )
                 if stop:
                     break
             else:  # the epoch ran to its end
                 bar.set_postfix_str(
                     close_epoch(
-                        progress, model, valid, pad_id, validate=bool(data.splits.valid)
+                        progress,
+                        model,
+                        valid,
+                        pad_id,
+                        validate=bool(data.splits.valid) and hooks.validate,
                     ),
                     refresh=False,
                 )
                 progress["seconds"] = time.perf_counter() - start
-                stop = hooks.after_epoch(**state)
+                stop = hooks.after_epoch(model, optimizer, schedule, progress)
         if stop:
             break
     progress["seconds"] = time.perf_counter() - start

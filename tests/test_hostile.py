@@ -126,10 +126,10 @@ def test_weights_that_diverge_after_a_checkpoint_leave_it_as_it_was(de_corpus, t
                                           d_ff=32, n_layers=1))
     original = trainer.RunHooks.after_update
 
-    def after_update(hooks, **state):
-        if state["progress"]["step"] == 4:                 # the weights go bad just before the second save
+    def after_update(hooks, model, optimizer, schedule, progress):
+        if progress["step"] == 4:                          # the weights go bad just before the second save
             next(model.parameters()).data.fill_(float("nan"))
-        return original(hooks, **state)
+        return original(hooks, model, optimizer, schedule, progress)
 
     monkeypatch.setattr(trainer.RunHooks, "after_update", after_update)
     settings = RunSettings(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=2)

@@ -101,6 +101,7 @@ class RunHooks(Hooks):
         self.data, self.settings, self.resume, self.checkpoint = data, settings, resume, checkpoint
         self.save_kwargs, self.report, self.stop = save_kwargs or {}, report, stop
         self.rank, self.world = rank_and_world()                       # (0, 1): one process
+        self.validate = self.rank == 0                                 # rank 0 alone computes the held-out loss
         self.saved_at = resume["progress"]["step"] if resume is not None else None  # what the file on disk holds
         self.stopped, self.tokens_seen, self.start = None, 0, time.perf_counter()
 
