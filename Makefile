@@ -43,8 +43,9 @@ test: $(STAMP) book chromium
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
-# built once; the quick unit tests and nbval run there, so every notebook also runs without d2l. The
-# slow tests (browser, subprocesses, faults) and the benchmark run on the pinned stack only.
+# built once; the quick unit tests and the chapters under nbval run there, so every chapter also runs
+# without d2l. The solutions and assignments (which use the chapters' code and not d2l), the slow tests
+# (browser, subprocesses, faults) and the benchmark run on the pinned stack only.
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
@@ -57,7 +58,7 @@ $(LATEST)/.installed: pyproject.toml Makefile
 
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
-	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL) -m "not slow" \
+	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks $(NBVAL) -m "not slow" \
 	  --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:

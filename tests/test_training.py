@@ -235,19 +235,16 @@ def cli_run(*args, stdin=None):
                           text=True, cwd=ROOT, timeout=300)
 
 
-def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus):
-    ckpt = tmp_path / "de.pt"
-    out = cli_run("train", "--data", de_corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1,
-              "--max-steps", 4, "--max-tokens", 80, "--tokens-per-update", 100, "--warmup", 2, "--min-freq", 1,
-              "--out", ckpt, "--progress", "none")
-    assert out.returncode == 0, out.stderr
-    assert "trained 4 updates" in out.stdout and load_checkpoint(ckpt).step == 4
-
-    out = cli_run("train", "--data", de_corpus, "--out", ckpt, "--progress", "none")
-    assert out.returncode == 1 and "exists; pass --resume" in out.stderr
-    out = cli_run("train", "--out", ckpt, "--resume", "--max-steps", 6, "--progress", "none")
-    assert out.returncode == 0, out.stderr
-    assert "resuming" in out.stderr and load_checkpoint(ckpt).step == 6
+def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus, capsys):
+    ckpt = tmp_path / "de.pt"         # training in this process; python -m nmt_lib translates and evaluates
+    status, out, err = cli_call(capsys, "train", "--data", de_corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32,
+                                "--layers", 1, "--max-steps", 4, "--max-tokens", 80, "--tokens-per-update", 100,
+                                "--warmup", 2, "--min-freq", 1, "--out", ckpt, "--progress", "none")
+    assert status == 0 and "trained 4 updates" in out and load_checkpoint(ckpt).step == 4, err
+    status, _, err = cli_call(capsys, "train", "--data", de_corpus, "--out", ckpt, "--progress", "none")
+    assert status == 1 and "exists; pass --resume" in err
+    status, _, err = cli_call(capsys, "train", "--out", ckpt, "--resume", "--max-steps", 6, "--progress", "none")
+    assert status == 0 and "resuming" in err and load_checkpoint(ckpt).step == 6, err
 
     lines = "I am tired.\n\nWe have a dog.\nYou see the cat?\n"
     out = cli_run("translate", "--checkpoint", ckpt, "--beam", 2, stdin=lines)
@@ -273,9 +270,8 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus)
     assert saved["training"]["updates"] == 6 and saved["data"]["file"] == "deu.txt" and "path" not in saved["data"]
     assert saved["model"]["parameters"] == sum(p.numel() for p in load_checkpoint(ckpt).model.parameters())
     assert saved["command"].endswith(f"--record {record}") and saved["machine"]["cpu"] and saved["recorded"]
-    out = cli_run("evaluate", "--checkpoint", ckpt, "--record", tmp_path)     # a folder: refused before evaluating
-    assert out.returncode == 1 and "the record" in out.stderr and "is a folder" in out.stderr
-    assert "BLEU" not in out.stdout
+    status, out, err = cli_call(capsys, "evaluate", "--checkpoint", ckpt, "--record", tmp_path)   # a folder
+    assert status == 1 and "the record" in err and "is a folder" in err and "BLEU" not in out
 
 
 def test_the_lessons_fit_ends_each_epochs_bar_on_its_held_out_loss(de_corpus, capsys):
