@@ -1,5 +1,4 @@
-"""nmt_lib.training, checkpoint, corpus and cli: schedule, label smoothing, accumulation, the two loss
-paths, checkpoints, resume and the command-line tools."""
+"""nmt_lib.training, checkpoint, corpus, trainer and cli: the schedule, accumulation, checkpoints and resume."""
 import json
 import os
 import subprocess
@@ -168,6 +167,16 @@ def saved(tmp_path, de_corpus, name="m.pt"):
     return save_checkpoint(tmp_path / name, model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings), model
 
 
+def test_a_checkpoint_without_training_state_cannot_be_resumed_and_says_so(tmp_path, de_corpus, capsys):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)      # as a learner's own hook may save it: no schedule
+    model = tiny_model(corpus)
+    path = save_checkpoint(tmp_path / "own.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings,
+                           train=RunSettings(), progress=dict(new_progress(), step=1),
+                           optimizer=torch.optim.Adam(model.parameters()))
+    status, _, err = cli_call(capsys, "train", "--out", path, "--resume")
+    assert status == 1 and "holds no training state" in err
+
+
 def test_checkpoint_round_trip_keeps_weights_vocabularies_and_settings(tmp_path, de_corpus):
     path, model = saved(tmp_path, de_corpus)
     ckpt = load_checkpoint(path)
@@ -285,9 +294,7 @@ def test_the_lessons_fit_ends_each_epochs_bar_on_its_held_out_loss(de_corpus, ca
     assert capsys.readouterr().err == ""
 
 
-# ---------------------------------------------------------------- the command line and its settings
-
-# ---------------------------------------------------------------- issue 18: never losing work
+# ---------------------------------------------------------------- the command line: never losing work
 
 def tiny_train_args(corpus, out, *extra):
     return ["train", "--data", corpus, "--d-model", 16, "--heads", 2, "--d-ff", 32, "--layers", 1, "--max-tokens", 80,
