@@ -55,32 +55,22 @@ class RunSettings(TrainSettings):
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
-def restore(resume: dict, optimizer, schedule, scaler) -> dict:
-    """Go on from a checkpoint's payload: its optimizer, schedule and fp16 loss scale; returns its progress."""
+def restore(resume: dict, optimizer, schedule, scaler, device) -> dict:
+    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale and random-number states (the
+    CPU's, and the GPU's on CUDA, where dropout draws); returns its progress."""
     try:
         optimizer.load_state_dict(resume["optimizer"])
         schedule.load_state_dict(resume["schedule"])
         if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
             scaler.load_state_dict(resume["scaler"])
-        return resume["progress"]
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-        raise CheckpointError(f"the checkpoint's training state is damaged ({first_line(e)})") from None
-
-
-def restore_rng(progress: dict, device):
-    """The random-number states a run saved: the CPU's, and the GPU's on CUDA (dropout draws there)."""
-    try:
-        if progress.get("rng") is not None:
-            torch.set_rng_state(progress["rng"].cpu())     # the checkpoint may have been loaded onto a GPU
+        progress = resume["progress"]
+        if progress.get("rng") is not None:                 # a learner's own hook may not have saved it
+            torch.set_rng_state(progress["rng"].cpu())      # the checkpoint may have been loaded onto a GPU
         if device.type == "cuda" and progress.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(progress["cuda_rng"].cpu(), device)
-    except (RuntimeError, ValueError) as e:
-        raise CheckpointError(f"the checkpoint's random-number state is damaged ({first_line(e)})") from None
-
-
-def rng_states(device) -> dict:
-    return {"rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+        return progress
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+        raise CheckpointError(f"the checkpoint's training state is damaged ({first_line(e)})") from None
 
 
 def sound(model, probe, settings, pad_id: int) -> bool:
@@ -114,8 +104,7 @@ class RunHooks(Hooks):
         self.schedule = noam_schedule(self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
         self.progress = new_progress()
         if self.resume is not None:     # after building the schedule, which sets the rates that loading restores
-            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler)
-        restore_rng(self.progress, self.device)
+            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler, self.device)
         if self.world > 1:
             seed_rank(settings.seed, self.progress["step"], self.rank)  # each rank its own dropout masks
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
@@ -205,7 +194,8 @@ class RunHooks(Hooks):
                                    "were not saved; lower lr_factor or raise warmup")
         progress["seconds"] = self.spent_before + time.perf_counter() - self.start
         close_session(progress, self.session, time.perf_counter() - self.start)
-        progress.update(rng_states(self.device))
+        progress.update(rng=torch.get_rng_state(),
+                        cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
         if self.checkpoint is not None and self.rank == 0:
             save_checkpoint(self.checkpoint, self.model, self.data.src_vocab, self.data.tgt_vocab,
                             train=self.settings, progress=progress, optimizer=self.optimizer,
