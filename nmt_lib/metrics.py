@@ -33,37 +33,12 @@ def _closest_length(hyp_len: int, references) -> int:
     return min((abs(len(r) - hyp_len), len(r)) for r in references)[1]
 
 
-def corpus_bleu(
-    hypotheses, references, *, max_n: int = 4, smooth: str = "exp"
-) -> float:
-    """Corpus BLEU on a 0-100 scale, equal to
-    `sacrebleu.corpus_bleu(..., tokenize='none')`.
-
-    `hypotheses`: token lists. `references`: for each hypothesis, either one token list
-    or a list of token lists (several references). `smooth`: "exp" (sacreBLEU's default:
-    an n-gram order with no match counts as 1/(2^k * total)) or "none".
-    """
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references"
-        )
-    if any(isinstance(x, str) for x in [*hypotheses, *references]):
-        raise ValueError(
-            "hypotheses and references must be token lists, not strings: split them "
-            "first (s.split())"
-        )
-    counts = [0] * (2 * max_n + 2)
-    for hyp, refs in zip(hypotheses, references):  # the counts add up over the corpus
-        counts = [a + b for a, b in zip(counts, bleu_counts(hyp, refs, max_n))]
-    return bleu_from_counts(counts, smooth=smooth)
-
-
 def bleu_counts(hypothesis, references, max_n: int = 4) -> list[int]:
     """One sentence's share of corpus BLEU: its clipped matches for n = 1..max_n, its
     n-gram totals, its length, and the length of the reference it is compared with."""
     if references and isinstance(references[0], str):
         references = [references]  # a single reference
-    references = [r for r in references if r is not None]
+    references = [r for r in references if r is not None]  # a sentence may have fewer
     pairs = [clipped_matches(hypothesis, references, n) for n in range(1, max_n + 1)]
     return [
         *(matches for matches, _ in pairs),
@@ -96,6 +71,31 @@ def bleu_from_counts(counts, *, smooth: str = "exp") -> float:
     return 100 * brevity * math.exp(log_sum / max_n)
 
 
+def corpus_bleu(
+    hypotheses, references, *, max_n: int = 4, smooth: str = "exp"
+) -> float:
+    """Corpus BLEU on a 0-100 scale, equal to
+    `sacrebleu.corpus_bleu(..., tokenize='none')`.
+
+    `hypotheses`: token lists. `references`: for each hypothesis, either one token list
+    or a list of token lists (several references). `smooth`: "exp" (sacreBLEU's default:
+    an n-gram order with no match counts as 1/(2^k * total)) or "none".
+    """
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references"
+        )
+    if any(isinstance(x, str) for x in [*hypotheses, *references]):
+        raise ValueError(
+            "hypotheses and references must be token lists, not strings: split them "
+            "first (s.split())"
+        )
+    counts = [0] * (2 * max_n + 2)
+    for hyp, refs in zip(hypotheses, references):  # the counts add up over the corpus
+        counts = [a + b for a, b in zip(counts, bleu_counts(hyp, refs, max_n))]
+    return bleu_from_counts(counts, smooth=smooth)
+
+
 def sentence_bleu(hypothesis, reference, k: int = 4) -> float:
     """d2l's sentence BLEU (0-1): exp(min(0, 1 - len_ref/len_hyp)) * prod_n p_n^(1/2^n),
     n <= k.
@@ -121,8 +121,8 @@ def paired_bootstrap(counts_a, counts_b, *, samples: int = 1000, seed: int = 123
     replacement, each scored for both systems (the same draws: paired). `counts_a`,
     `counts_b`: one row of `bleu_counts` per sentence. Returns the two BLEU arrays."""
     a, b = np.asarray(counts_a, dtype=float), np.asarray(counts_b, dtype=float)
-    draws = np.random.default_rng(seed).choice(len(a), size=(samples, len(a)))  # (S, N)
-    score = lambda counts, d: bleu_from_counts(counts[d].sum(axis=0))
-    return np.array([score(a, d) for d in draws]), np.array(
-        [score(b, d) for d in draws]
-    )
+    # the sentences of each draw; 12345 is sacreBLEU's seed: its draws are these
+    draws = np.random.default_rng(seed).choice(len(a), size=(samples, len(a)))
+    scores_a = np.array([bleu_from_counts(a[d].sum(axis=0)) for d in draws])
+    scores_b = np.array([bleu_from_counts(b[d].sum(axis=0)) for d in draws])
+    return scores_a, scores_b
