@@ -126,3 +126,38 @@ def paired_bootstrap(counts_a, counts_b, *, samples: int = 1000, seed: int = 123
     scores_a = np.array([bleu_from_counts(a[d].sum(axis=0)) for d in draws])
     scores_b = np.array([bleu_from_counts(b[d].sum(axis=0)) for d in draws])
     return scores_a, scores_b
+
+
+def chrf_counts(hypothesis: str, reference: str, max_n: int = 6) -> list[int]:
+    """One sentence's character n-gram counts for chrF, spaces removed: for each
+    n = 1..max_n, the hypothesis' n-grams, the reference's, and their clipped
+    matches."""
+    hyp, ref = "".join(hypothesis.split()), "".join(reference.split())
+    counts = []
+    for n in range(1, max_n + 1):
+        h, r = ngrams(hyp, n), ngrams(ref, n)
+        matches = sum(min(c, r[g]) for g, c in h.items())
+        counts += [
+            sum(h.values()) if r else 0,
+            sum(r.values()),
+            matches,
+        ]  # as sacreBLEU
+    return counts
+
+
+def chrf_from_counts(counts, beta: float = 2.0) -> float:
+    """chrF (0-100) from counts summed over sentences: precision and recall averaged
+    over the orders both sides have, then their F-score with recall weighted by beta."""
+    orders = [(m / h, m / r) for h, r, m in zip(*[iter(counts)] * 3) if h and r]
+    if not orders:
+        return 0.0
+    p = sum(p for p, _ in orders) / len(orders)
+    r = sum(r for _, r in orders) / len(orders)
+    return 100 * (1 + beta**2) * p * r / (beta**2 * p + r) if p + r else 0.0
+
+
+def corpus_chrf(hypotheses: list[str], references: list[str]) -> float:
+    """chrF of a corpus with one reference per sentence, equal to
+    `sacrebleu.corpus_chrf(hypotheses, [references])`."""
+    counts = [chrf_counts(h, r) for h, r in zip(hypotheses, references)]
+    return chrf_from_counts([sum(column) for column in zip(*counts)])
