@@ -24,7 +24,8 @@ from nmt_lib.base.device import PRECISIONS, autocast_dtype
 from nmt_lib.run.guards import StopRequest
 from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.training import Hooks, TrainSettings, batch_loss, fit, new_progress, noam_schedule, token_loaders
+from nmt_lib.data import TranslationDataset, collate
+from nmt_lib.training import Hooks, TrainSettings, batch_loss, fit, new_progress, noam_schedule
 
 
 @dataclass
@@ -110,9 +111,11 @@ class RunHooks(Hooks):
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
         pad_id = self.data.tgt_vocab.pad_id
         self.objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
-        train, valid = token_loaders(self.data, settings)
-        held = valid if len(valid.dataset) else train
-        self.probe = held.collate_fn([held.dataset[i] for i in range(min(8, len(held.dataset)))]).to(self.device)
+        few = TranslationDataset((self.data.splits.valid or self.data.splits.train)[:8], self.data.src_vocab,
+                                 self.data.tgt_vocab)          # encode the probe's pairs only, not a whole split
+        vocab = self.data.tgt_vocab
+        self.probe = collate([few[i] for i in range(len(few))], pad_id=vocab.pad_id, bos_id=vocab.bos_id,
+                             eos_id=vocab.eos_id).to(self.device)
         self.spent_before = self.progress["seconds"]
         self.session = new_session(self.progress, self.device, self.world)
         return self.optimizer, self.schedule, self.progress
