@@ -135,20 +135,20 @@ def chrf_counts(hypothesis: str, reference: str, max_n: int = 6) -> list[int]:
     hyp, ref = "".join(hypothesis.split()), "".join(reference.split())
     counts = []
     for n in range(1, max_n + 1):
-        h, r = ngrams(hyp, n), ngrams(ref, n)
-        matches = sum(min(c, r[g]) for g, c in h.items())
-        counts += [
-            sum(h.values()) if r else 0,
-            sum(r.values()),
-            matches,
-        ]  # as sacreBLEU
+        matches, hyp_total = clipped_matches(hyp, [ref], n)  # characters, not words
+        ref_total = max(len(ref) - n + 1, 0)
+        # as sacreBLEU: no hypothesis n-grams count where the reference has none
+        counts += [hyp_total if ref_total else 0, ref_total, matches]
     return counts
 
 
 def chrf_from_counts(counts, beta: float = 2.0) -> float:
     """chrF (0-100) from counts summed over sentences: precision and recall averaged
     over the orders both sides have, then their F-score with recall weighted by beta."""
-    orders = [(m / h, m / r) for h, r, m in zip(*[iter(counts)] * 3) if h and r]
+    hyp_totals, ref_totals, matches = counts[0::3], counts[1::3], counts[2::3]
+    orders = [
+        (m / h, m / r) for h, r, m in zip(hyp_totals, ref_totals, matches) if h and r
+    ]
     if not orders:
         return 0.0
     p = sum(p for p, _ in orders) / len(orders)
