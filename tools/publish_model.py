@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
-from nmt_lib.run.inference import translate_lines  # noqa: E402
+from nmt_lib.run.inference import search_name, translate_lines  # noqa: E402
 from nmt_lib.run.published import MODELS, PUBLISHED, export_model, load_published  # noqa: E402
 from tools.render_tables import figure, rendered, table  # noqa: E402
 
@@ -42,9 +42,8 @@ def card_tables(ckpt, records: list[dict]) -> dict:
     if payload.get("averaged"):
         training.append(["averaged: the mean of the epoch ends at updates",
                          ", ".join(f"{u:,}" for u in payload["averaged"])])
-    scores = [[r["split"], figure(r["sentences"]), "greedy" if r["beam"] == 1 else f"beam {r['beam']}, length penalty "
-               f"{r.get('alpha', 1.0):g}", f"{r['sacrebleu']:.1f}", f"{r['chrf']:.1f}", f"`{r['signature']}`",
-               f"{r['recorded'][:10]}, {r['machine']['cpu']}"] for r in records]
+    scores = [[r["split"], figure(r["sentences"]), search_name(r), f"{r['sacrebleu']:.1f}", f"{r['chrf']:.1f}",
+               f"`{r['signature']}`", f"{r['recorded'][:10]}, {r['machine']['cpu']}"] for r in records]
     return {"card-model": table(["setting", "value"], rows(payload["config"]) + [["parameters", f"{params:,}"]]),
             "card-data": table(["setting", "value"], rows(data) + [[f"left out: {k}", figure(v)]
                                                                     for k, v in excluded.items()]),

@@ -15,6 +15,8 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+from nmt_lib.run.inference import search_name
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches",
                         "modern-tatoeba"),
@@ -163,9 +165,7 @@ def public_results(ours: list[dict], others: dict, card: str | None = None) -> s
     facts: its size, the signatures, and the overlap with our corpus that was left out of training."""
     rows = []
     for rec in ours:
-        search = "greedy" if rec["beam"] == 1 else f"beam {rec['beam']}" + (
-            f", length penalty {rec['alpha']:g}" if rec.get("alpha", 1.0) != 1.0 else "")
-        rows.append([f"**{f'[ours]({card})' if card else 'ours'}, {search}**", f"{rec['model']['parameters']:,}",
+        rows.append([f"**{f'[ours]({card})' if card else 'ours'}, {search_name(rec)}**", f"{rec['model']['parameters']:,}",
                      "Tatoeba's own English–French pairs, the test's sentences left out",
                      f"**{score(rec['sacrebleu'])}**", f"**{score(rec['chrf'])}**"])
     rows += [[r["system"] + (f" ({r['model']})" if r.get("model") else ""), r["parameters"], r["data"],

@@ -219,10 +219,15 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float 
             "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score}
 
 
+def search_name(r: dict) -> str:
+    """How a result (or its record) names its search: greedy, or the beam with its length penalty unless 1."""
+    return "greedy" if r["beam"] == 1 else f"beam {r['beam']}" + (
+        f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
+
+
 def report(r: dict) -> list[str]:
     """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result, a line each."""
-    search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}" + (
-        f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
+    search = search_name(r)
     what = (f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}" if r["token_bleu"] is None
             else f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, "
                  f"{search}")
