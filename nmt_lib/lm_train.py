@@ -103,10 +103,11 @@ def train_lm(
 
 
 @torch.no_grad()
-def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> float:
-    """exp(mean negative log-likelihood) of every token of `stream` after the first,
-    read in consecutive windows of `num_steps` tokens, each window from a fresh start
-    (so every model is scored the same way, whatever it could carry over)."""
+def window_losses(model, stream, num_steps: int, batch_size: int = 64) -> list:
+    """Every token of `stream` after the first, read in consecutive windows of
+    `num_steps` tokens, each window from a fresh start (so every model is scored the
+    same way, whatever it could carry over): per window, its summed negative
+    log-likelihood and its number of tokens."""
     stream = torch.as_tensor(stream)
     last = len(stream) - 1  # the last token is never an input
     windows = [(s, min(num_steps, last - s)) for s in range(0, last, num_steps)]
@@ -116,16 +117,21 @@ def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> fl
     ]
     # the shorter last window
     batches += [([s], L) for s, L in windows if L < num_steps]
-    device, nll, count = model_device(model), 0.0, 0
+    device, rows = model_device(model), []
     with eval_mode(model):
         for starts, L in batches:
             X = torch.stack([stream[s : s + L] for s in starts]).to(device)  # (B, L)
             Y = torch.stack([stream[s + 1 : s + 1 + L] for s in starts]).to(device)
             logits = model(X)[0]  # (B, L, V)
-            nll += float(
-                F.cross_entropy(logits.flatten(0, 1), Y.flatten(), reduction="sum")
-            )
-            count += Y.numel()
+            nll = F.cross_entropy(logits.transpose(1, 2), Y, reduction="none")
+            rows += [(float(window), L) for window in nll.sum(dim=1)]
+    return rows
+
+
+def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> float:
+    """exp(mean negative log-likelihood) of every token of `stream` after the first,
+    read as `window_losses` reads it."""
+    nll, count = map(sum, zip(*window_losses(model, stream, num_steps, batch_size)))
     return math.exp(nll / count)
 
 

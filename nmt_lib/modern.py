@@ -10,20 +10,23 @@ Shapes: B batch, T positions, S source length, D = d_model, H query heads, G key
 heads, Dh = D / H, V vocabulary size.
 """
 import math
+import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nmt_lib.attention import attend
-from nmt_lib.decoding import evaluate_bleu
+from nmt_lib.decoding import Decoded, evaluate_bleu, greedy_decode
+from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
-from nmt_lib.recipes import fit_on_splits, paper_adam
 from nmt_lib.base.course import setting
 from nmt_lib.base.device import default_device
-from nmt_lib.transformer import Parts, Transformer
+from nmt_lib.training import TrainSettings, fit
+from nmt_lib.transformer import Parts, Transformer, TransformerConfig
 
 
 class RMSNorm(nn.Module):
@@ -204,6 +207,46 @@ def d_ff_for(build, target: int) -> int:
     return max(1, round(64 + (target - low) * 64 / (high - low)))
 
 
+SIZES = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)  # chapter 7's
+RECIPE = TrainSettings(  # chapter 9's run: its warm-up and label smoothing, one epoch
+    epochs=1, max_tokens=1000, tokens_per_update=800, warmup=100, lr_factor=0.3
+)
+TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
+VARIANTS = {
+    "2017 (chapter 7)": {},
+    "pre-norm": dict(norm_first=True),
+    "pre-norm + RMSNorm": dict(norm_first=True, rms=True),
+    "pre-norm + SwiGLU": dict(norm_first=True, swiglu=True),
+    "pre-norm + RoPE": dict(norm_first=True, rope=True),
+    "pre-norm + GQA (2 of 4 heads)": dict(norm_first=True, kv_heads=2),
+    "modern (all five)": dict(norm_first=True, **TODAY),
+}
+
+
+def encoder_decoder(data, sizes, d_ff=None, norm_first=False, **switches):
+    """Chapter 7's Transformer for `data`'s vocabularies at `sizes`, pre-norm or not,
+    with today's `switches` (ModernParts)."""
+    cfg = TransformerConfig(
+        len(data.src_vocab),
+        len(data.tgt_vocab),
+        **{**sizes, "d_ff": d_ff or sizes["d_ff"]},
+        norm_first=norm_first,
+    )
+    return Transformer(cfg, ModernParts(**switches))
+
+
+def variants_at_size(data, sizes) -> tuple[dict, int]:
+    """A builder for each of VARIANTS, its d_ff chosen to give it the 2017 model's
+    parameter count; and that count."""
+    with torch.device("meta"):
+        target = num_parameters(encoder_decoder(data, sizes))
+    builds = {}
+    for name, switches in VARIANTS.items():
+        build = partial(encoder_decoder, data, sizes, **switches)  # build(d_ff)
+        builds[name] = partial(build, d_ff_for(build, target))
+    return builds, target
+
+
 def kv_bytes_per_token(model) -> int:
     """The decoder's self-attention cache per generated token, measured on one step."""
     device = model_device(model)
@@ -214,33 +257,46 @@ def kv_bytes_per_token(model) -> int:
     return cache_bytes(state.self_kv)
 
 
-def measure(
-    cfg, data, *, parts=None, seed: int = 1, title: str = "training", device=None
-):
-    """Section 12.7's recipe: build the Transformer `cfg` and `parts` describe on the
-    CPU (the same weights everywhere), train it one epoch on `data` with the paper's
-    Adam at 1e-3 on `device`, and score it on the validation split. Returns (model,
-    figures)."""
-    torch.manual_seed(seed)
-    model = Transformer(cfg, parts).to(device or default_device())
-    info = fit_on_splits(
-        model,
-        data,
-        epochs=1,
-        optimizer=paper_adam(model.parameters(), 1e-3),
-        title=title,
-    )
+def measure(build, data, settings=RECIPE, *, search=greedy_decode, device=None):
+    """Section 12.7's measurement: seed, build the model on the CPU (the same weights
+    everywhere), train it with chapter 9's `fit` on `device`, and score it on the
+    validation split (greedy BLEU by `search`, perplexity). Returns (model, figures)."""
+    torch.manual_seed(settings.seed)
+    model = build().to(device or default_device())
+    progress = fit(model, data, settings)
+    history = progress["history"]
+    start = time.perf_counter()
     valid = evaluate_bleu(
-        model, data.splits.valid, data.src_vocab, data.tgt_vocab, max_len=30
+        model,
+        data.splits.valid,
+        data.src_vocab,
+        data.tgt_vocab,
+        max_len=30,
+        search=search,
     )
-    history = info["history"]
     return model, {
-        "parameters": info["parameters"],
+        "parameters": num_parameters(model),
         "valid BLEU": valid.bleu,
         "valid perplexity": math.exp(history["valid_loss"][-1]),
-        "target tokens/s": history["tokens_per_sec"][-1],
-        "KV cache, bytes/token": kv_bytes_per_token(model),
+        "target tokens/s": sum(history["tokens"]) / progress["seconds"],
+        "translating the valid split, s": time.perf_counter() - start,
     }
+
+
+# Student's t distribution: its 97.5% point by degrees of freedom, from a table
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
+T_975 |= {8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 14: 2.145, 16: 2.120, 18: 2.101}
+
+
+def mean_difference(x, y) -> tuple[float, float, float]:
+    """mean(x) - mean(y) for two sets of runs (one figure per seed) and its 95%
+    interval: Student's t with the standard deviation pooled over both sets."""
+    x, y = (torch.as_tensor(list(v), dtype=torch.float64) for v in (x, y))
+    n, m = len(x), len(y)
+    pooled = ((n - 1) * x.var() + (m - 1) * y.var()) / (n + m - 2)
+    half = T_975[n + m - 2] * math.sqrt(pooled * (1 / n + 1 / m))
+    d = (x.mean() - y.mean()).item()
+    return d, d - half, d + half
 
 
 class DecoderOnlyTranslator(nn.Module):
@@ -253,6 +309,7 @@ class DecoderOnlyTranslator(nn.Module):
     def __init__(self, lm, offset: int, pad_id: int = 0):
         super().__init__()
         self.lm, self.offset, self.pad_id = lm, offset, pad_id
+        self.cfg = lm.cfg  # chapter 9's schedule reads cfg.d_model
 
     def joined(self, src, src_len, tgt_in):
         """Each row's English ids, then its French ones, then padding: (B, S + T) ids,
@@ -292,3 +349,24 @@ class DecoderOnlyTranslator(nn.Module):
                 for r, seq in zip(rows, torch.stack(written, 1).tolist()):
                     out[r] = seq[: seq.index(eos_id)] if eos_id in seq else seq
         return out
+
+
+def prompt_greedy(model, src, src_len, *, bos_id, eos_id, max_len) -> Decoded:
+    """Greedy search for a `DecoderOnlyTranslator`, in the form `translate` and
+    `evaluate_bleu` take: each source, without its padding, is a prompt."""
+    sources = [row[:n] for row, n in zip(src.tolist(), src_len.tolist())]
+    tokens = model.translate_ids(sources, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    return Decoded(tokens, [None] * len(tokens))
+
+
+def decoder_only(data, sizes, d_ff=None):
+    """Chapter 11's model with today's parts as a translator for `data`: the layers of
+    the encoder and the decoder of `sizes` in one stack."""
+    Vs, Vt = len(data.src_vocab), len(data.tgt_vocab)
+    cfg = LMConfig(
+        Vs + Vt,
+        **{**sizes, "d_ff": d_ff or sizes["d_ff"], "n_layers": 2 * sizes["n_layers"]},
+        context=128,
+        norm_first=True,
+    )
+    return DecoderOnlyTranslator(DecoderOnlyLM(cfg, ModernParts(**TODAY)), offset=Vs)

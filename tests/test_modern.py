@@ -9,8 +9,8 @@ from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.modern import (DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes,
-                            d_ff_for, rotate, swiglu_width)
+from nmt_lib.modern import (T_975, DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU,
+                            cache_bytes, d_ff_for, mean_difference, prompt_greedy, rotate, swiglu_width)
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
@@ -128,6 +128,21 @@ def test_the_decoder_only_translator_reads_english_then_french():
             expected.append(token)
             prefix.append(token + 12)
         assert out == expected
+    padded = prompt_greedy(translator, torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]),
+                           torch.tensor([4, 2, 3]), bos_id=1, eos_id=2, max_len=6)
+    assert padded.tokens == batched                   # translate's padded batches: each prompt without its padding
+
+
+def test_mean_difference_is_the_two_sample_t_interval():
+    stats = pytest.importorskip("scipy.stats")
+    for df, t in T_975.items():
+        assert t == pytest.approx(stats.t.ppf(0.975, df), abs=6e-4), df
+    x, y = [5.2, 6.1, 4.8, 5.9, 6.4], [4.1, 4.9, 3.8, 5.6, 4.4]
+    d, low, high = mean_difference(x, y)
+    result = stats.ttest_ind(x, y)                    # pooled variance: d / t_statistic is the standard error
+    half = stats.t.ppf(0.975, len(x) + len(y) - 2) * d / result.statistic
+    assert (d, low, high) == pytest.approx((d, d - half, d + half), abs=1e-3)
+    assert (low > 0) == (result.pvalue < 0.05)
 
 
 def test_check_rms_norm_names_the_usual_mistakes():
