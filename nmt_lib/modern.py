@@ -285,7 +285,8 @@ def measure(build, data, settings=RECIPE, *, search=greedy_decode, device=None):
 
 # Student's t distribution: its 97.5% point by degrees of freedom, from a table
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
-T_975 |= {8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179, 14: 2.145, 16: 2.120, 18: 2.101}
+T_975 |= {8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145}
+T_975 |= {15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086}
 
 
 def mean_difference(x, y) -> tuple[float, float, float]:
@@ -294,6 +295,8 @@ def mean_difference(x, y) -> tuple[float, float, float]:
     x, y = (torch.as_tensor(list(v), dtype=torch.float64) for v in (x, y))
     n, m = len(x), len(y)
     pooled = ((n - 1) * x.var() + (m - 1) * y.var()) / (n + m - 2)
+    if n + m - 2 not in T_975:
+        raise ValueError(f"{n} + {m} runs: T_975 holds 3 to 22 runs in all")
     half = T_975[n + m - 2] * math.sqrt(pooled * (1 / n + 1 / m))
     d = (x.mean() - y.mean()).item()
     return d, d - half, d + half

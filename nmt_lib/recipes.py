@@ -27,6 +27,18 @@ def chapter_data():
     return NMTData.fra_eng(**quick(dict(max_pairs=40_000, min_freq=3), max_pairs=6_000))
 
 
+def pairs_to_memorise(data, n: int = 64) -> list:
+    """n training pairs whose words are all in the vocabularies (no <unk>: it could
+    never match), for the check that a small model can learn them by heart."""
+    known = [
+        (s, t)
+        for s, t in data.splits.train
+        if all(w in data.src_vocab for w in s.split())
+        and all(w in data.tgt_vocab for w in t.split())
+    ]
+    return known[1000 : 1000 + n]
+
+
 def fit_on_splits(
     model, data, *, epochs: int, batch_size: int = 128, **train_kwargs
 ) -> dict:
