@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from nmt_lib.metrics import corpus_bleu
+from nmt_lib.metrics import bleu_counts, corpus_bleu
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.text import Vocab, preprocess
 
@@ -168,6 +168,14 @@ class BleuResult(NamedTuple):
     sources: list  # distinct source sentences, in first-seen order
     hypotheses: list  # translations (strings)
     references: list  # per source, its reference translations (strings)
+
+    def counts(self) -> list:
+        """One row of chapter 4a's `bleu_counts` per sentence, against all its
+        references: what `paired_bootstrap` resamples."""
+        return [
+            bleu_counts(h.split(), [r.split() for r in refs])
+            for h, refs in zip(self.hypotheses, self.references)
+        ]
 
 
 def evaluate_bleu(

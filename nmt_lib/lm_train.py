@@ -128,11 +128,17 @@ def window_losses(model, stream, num_steps: int, batch_size: int = 64) -> list:
     return rows
 
 
+def perplexity_from_counts(counts) -> float:
+    """exp(mean negative log-likelihood) from (summed NLL, tokens)."""
+    nll, tokens = counts
+    return math.exp(nll / tokens)
+
+
 def stream_perplexity(model, stream, num_steps: int, batch_size: int = 64) -> float:
     """exp(mean negative log-likelihood) of every token of `stream` after the first,
     read as `window_losses` reads it."""
-    nll, count = map(sum, zip(*window_losses(model, stream, num_steps, batch_size)))
-    return math.exp(nll / count)
+    rows = window_losses(model, stream, num_steps, batch_size)
+    return perplexity_from_counts([sum(column) for column in zip(*rows)])
 
 
 class UnigramLM(nn.Module):

@@ -117,14 +117,19 @@ def sentence_bleu(hypothesis, reference, k: int = 4) -> float:
 
 
 def paired_bootstrap(
-    counts_a, counts_b, *, score=None, samples: int = 1000, seed: int = 12345
+    counts_a,
+    counts_b,
+    *,
+    score=bleu_from_counts,
+    samples: int = 1000,
+    seed: int = 12345,
 ):
     """Koehn (2004): `samples` test sets of the same size drawn from the sentences with
     replacement, each scored for both systems (the same draws: paired). `counts_a`,
-    `counts_b`: one row of `bleu_counts` per sentence. Returns the two arrays of
-    scores. `score` turns a draw's summed counts into its score (BLEU unless given):
-    any corpus measure made of sums, chrF or perplexity, resamples the same way."""
-    score = score or bleu_from_counts
+    `counts_b`: one row of counts per sentence (or other unit), `bleu_counts` unless
+    `score` says otherwise: it turns a draw's summed counts into its score, so any
+    corpus measure made of sums, chrF or perplexity, resamples the same way. Returns
+    the two arrays of scores."""
     a, b = np.asarray(counts_a, dtype=float), np.asarray(counts_b, dtype=float)
     # the sentences of each draw; 12345 is sacreBLEU's seed: its draws are these
     draws = np.random.default_rng(seed).choice(len(a), size=(samples, len(a)))

@@ -27,6 +27,7 @@ from nmt_lib.base.course import setting
 from nmt_lib.base.device import default_device
 from nmt_lib.training import TrainSettings, fit
 from nmt_lib.transformer import Parts, Transformer, TransformerConfig
+from nmt_lib.recipes import TRANSFORMER_SIZES
 
 
 class RMSNorm(nn.Module):
@@ -207,7 +208,7 @@ def d_ff_for(build, target: int) -> int:
     return max(1, round(64 + (target - low) * 64 / (high - low)))
 
 
-SIZES = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)  # chapter 7's
+SIZES = TRANSFORMER_SIZES  # chapter 7's model
 RECIPE = TrainSettings(  # chapter 9's run: its warm-up and label smoothing, one epoch
     epochs=1, max_tokens=1000, tokens_per_update=800, warmup=100, lr_factor=0.3
 )
@@ -296,7 +297,10 @@ def mean_difference(x, y) -> tuple[float, float, float]:
     n, m = len(x), len(y)
     pooled = ((n - 1) * x.var() + (m - 1) * y.var()) / (n + m - 2)
     if n + m - 2 not in T_975:
-        raise ValueError(f"{n} + {m} runs: T_975 holds 3 to 22 runs in all")
+        raise ValueError(
+            f"{n} + {m} runs: T_975 goes to 20 degrees of freedom, so "
+            "give 3 to 22 runs in all (at most 11 seeds a row)"
+        )
     half = T_975[n + m - 2] * math.sqrt(pooled * (1 / n + 1 / m))
     d = (x.mean() - y.mean()).item()
     return d, d - half, d + half

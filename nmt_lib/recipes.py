@@ -14,8 +14,9 @@ import torch
 
 from nmt_lib.base.course import quick
 from nmt_lib.base.cache import cached_fit
-from nmt_lib.data import NMTData
+from nmt_lib.data import NMTData, TranslationDataset, make_loader
 from nmt_lib.base.device import default_device
+from nmt_lib.decoding import evaluate_bleu
 from nmt_lib.loop import train
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.seq2seq import make_rnn, xavier_init
@@ -27,16 +28,21 @@ def chapter_data():
     return NMTData.fra_eng(**quick(dict(max_pairs=40_000, min_freq=3), max_pairs=6_000))
 
 
-def pairs_to_memorise(data, n: int = 64) -> list:
-    """n training pairs whose words are all in the vocabularies (no <unk>: it could
-    never match), for the check that a small model can learn them by heart."""
-    known = [
+def memorise(model, data, n: int = 64, *, epochs: int = 200, **train_kwargs):
+    """The check that a small model can learn n training pairs by heart: train it on
+    them alone, one batch, and return the history and its greedy BLEU on them."""
+    known = [  # every word in the vocabularies: <unk> could never match
         (s, t)
         for s, t in data.splits.train
         if all(w in data.src_vocab for w in s.split())
         and all(w in data.tgt_vocab for w in t.split())
     ]
-    return known[1000 : 1000 + n]
+    pairs = known[1000 : 1000 + n]  # past the shortest (the file is sorted by length)
+    loader = make_loader(
+        TranslationDataset(pairs, data.src_vocab, data.tgt_vocab), batch_size=n
+    )
+    history = train(model, loader, epochs=epochs, quiet=True, **train_kwargs)
+    return history, evaluate_bleu(model, pairs, data.src_vocab, data.tgt_vocab).bleu
 
 
 def fit_on_splits(
@@ -98,6 +104,9 @@ from dataclasses import asdict
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 
+TRANSFORMER_SIZES = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)
+
+
 def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.Adam:
     """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9; `fused`: chapter 10's
     one-kernel update."""
@@ -107,7 +116,7 @@ def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.
 def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=None):
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like
     `train_rnn`, on `device`."""
-    sizes = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)
+    sizes = TRANSFORMER_SIZES
     r = dict(sizes, epochs=4, lr=1e-3, batch_size=128, seed=1)
     r = quick(r, d_model=64, d_ff=128, epochs=3, lr=2e-3)
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)

@@ -9,13 +9,12 @@ from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.modern import (T_975, DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU,
+from nmt_lib.modern import (T_975, TODAY, DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU,
                             cache_bytes, d_ff_for, mean_difference, prompt_greedy, rotate, swiglu_width)
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
 
-TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
 
 
 def tiny(norm_first=False, **switches):
