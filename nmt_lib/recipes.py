@@ -28,9 +28,11 @@ def chapter_data():
     return NMTData.fra_eng(**quick(dict(max_pairs=40_000, min_freq=3), max_pairs=6_000))
 
 
-def memorise(model, data, n: int = 64, *, epochs: int = 200, **train_kwargs):
+def memorise(model, data, n: int = 64, *, epochs: int | None = None, **train_kwargs):
     """The check that a small model can learn n training pairs by heart: train it on
-    them alone, one batch, and return the history and its greedy BLEU on them."""
+    them alone, one batch, for `epochs` (200; 100 in quick mode), and return the
+    history and its greedy BLEU on them."""
+    epochs = epochs or quick(dict(epochs=200), epochs=100)["epochs"]
     known = [  # every word in the vocabularies: <unk> could never match
         (s, t)
         for s, t in data.splits.train
