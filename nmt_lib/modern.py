@@ -290,18 +290,24 @@ T_975 |= {8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.
 T_975 |= {15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086}
 
 
+def half_width(sd, n: int, m: int):
+    """The 95% interval's half-width for the difference of the means of n and m runs
+    whose pooled standard deviation is sd: t * sd * sqrt(1/n + 1/m)."""
+    if n + m - 2 not in T_975:
+        raise ValueError(
+            f"{n} + {m} runs: T_975 goes to 20 degrees of freedom, so "
+            "give 3 to 22 runs in all (at most 11 seeds a row)"
+        )
+    return T_975[n + m - 2] * sd * math.sqrt(1 / n + 1 / m)
+
+
 def mean_difference(x, y) -> tuple[float, float, float]:
     """mean(x) - mean(y) for two sets of runs (one figure per seed) and its 95%
     interval: Student's t with the standard deviation pooled over both sets."""
     x, y = (torch.as_tensor(list(v), dtype=torch.float64) for v in (x, y))
     n, m = len(x), len(y)
     pooled = ((n - 1) * x.var() + (m - 1) * y.var()) / (n + m - 2)
-    if n + m - 2 not in T_975:
-        raise ValueError(
-            f"{n} + {m} runs: T_975 goes to 20 degrees of freedom, so "
-            "give 3 to 22 runs in all (at most 11 seeds a row)"
-        )
-    half = T_975[n + m - 2] * math.sqrt(pooled * (1 / n + 1 / m))
+    half = half_width(math.sqrt(pooled), n, m)
     d = (x.mean() - y.mean()).item()
     return d, d - half, d + half
 
