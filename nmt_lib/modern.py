@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_lib.attention import attend
-from nmt_lib.decoding import Decoded, evaluate_bleu, greedy_decode
+from nmt_lib.decoding import Decoded, cut_at_eos, evaluate_bleu, greedy_decode
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
@@ -360,7 +360,7 @@ class DecoderOnlyTranslator(nn.Module):
                         break
                     logits, past = self.lm((token + self.offset)[:, None], past)
                 for r, seq in zip(rows, torch.stack(written, 1).tolist()):
-                    out[r] = seq[: seq.index(eos_id)] if eos_id in seq else seq
+                    out[r] = cut_at_eos(seq, eos_id)[0]
         return out
 
 
