@@ -111,9 +111,9 @@ notebooks: $(STAMP)
 	$(BIN)/python tools/render_tables.py
 
 # For teachers: grade a student's assignment notebook (public graders and hidden tests), e.g.
-#   make grade ASSIGNMENT=A1 SUBMISSION=alice/A1_attention.ipynb
+#   make grade ASSIGNMENT=A1 SUBMISSION=alice/A1_attention.ipynb, or SUBMISSION=class/ (a folder: one CSV)
 grade: $(STAMP)
-	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSION)" || { echo "usage: make grade ASSIGNMENT=A1|A2|A3 SUBMISSION=path/to/notebook.ipynb"; exit 2; }
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSION)" || { echo "usage: make grade ASSIGNMENT=A1|A2|A3 SUBMISSION=path/to/notebook.ipynb or path/to/folder"; exit 2; }
 	$(BIN)/python tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSION)"
 
 # For teachers: the student edition (no solutions, hidden tests or teacher's guide), to publish.

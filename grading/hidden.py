@@ -5,6 +5,11 @@ Each task is scored in two parts: the public grader the assignment notebook alre
 `grade(assignment, namespace)` takes the names a submission defined and returns one row per task: points
 earned, points possible, and the messages. `tools/grade.py` runs a submission and calls it.
 """
+import functools
+import importlib
+import inspect
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +29,7 @@ class Task:
     hidden: Callable     # hidden cases, given the defined object; raises CheckFailed
     points: int = 10
     own: bool = True     # a function or class the student writes (not one imported from the course)
+    course: tuple = ()   # the course's (and PyTorch's) own implementations of the task, by dotted name
 
 
 def _hidden_masked_softmax(fn):
@@ -149,14 +155,79 @@ def _hidden_bleu(model):
 
 
 ASSIGNMENTS = {
-    "A1": [Task("the masked softmax", "masked_softmax", check_masked_softmax, _hidden_masked_softmax),
-           Task("scaled dot-product attention", "attention", check_attention, _hidden_attention),
-           Task("multi-head attention", "MyMultiHeadAttention", check_multihead, _hidden_multihead)],
-    "A2": [Task("a pre-norm decoder block", "MyDecoderBlock", check_decoder_block, _hidden_decoder_block),
-           Task("one KV-cache step", "kv_step", check_kv_cache_step, _hidden_kv_step),
-           Task("one beam-search step", "beam_step", check_beam_step, _hidden_beam_step)],
+    "A1": [Task("the masked softmax", "masked_softmax", check_masked_softmax, _hidden_masked_softmax,
+                course=("nmt_lib.attention.masked_softmax",)),
+           Task("scaled dot-product attention", "attention", check_attention, _hidden_attention,
+                course=("nmt_lib.attention.attend", "nmt_lib.attention.DotProductAttention",
+                        "torch.nn.functional.scaled_dot_product_attention")),
+           Task("multi-head attention", "MyMultiHeadAttention", check_multihead, _hidden_multihead,
+                course=("nmt_lib.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention",
+                        "nmt_lib.attention.attend", "nmt_lib.attention.DotProductAttention"))],
+    "A2": [Task("a pre-norm decoder block", "MyDecoderBlock", check_decoder_block, _hidden_decoder_block,
+                course=("nmt_lib.transformer.DecoderBlock", "nmt_lib.transformer.Block",
+                        "torch.nn.TransformerDecoderLayer")),
+           Task("one KV-cache step", "kv_step", check_kv_cache_step, _hidden_kv_step,
+                course=("nmt_lib.transformer.cached_self_attention",)),
+           Task("one beam-search step", "beam_step", check_beam_step, _hidden_beam_step,
+                course=("nmt_lib.decoding.beam_step",))],
     "A3": [Task("a model that beats the stated BLEU", "model", _public_bleu, _hidden_bleu, points=30, own=False)],
 }
+
+
+def _resolve(dotted: str):
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+_hiding = [0]  # how deep in the submission's guarded code we are: the course is hidden while above 0
+
+
+@contextmanager
+def _course_hidden(task: Task, scopes: list):
+    """While the submission's code for `task` runs, every reference to the course's own implementations of the
+    task (in the course's modules, their defining modules and the submission's `scopes`, its globals) answers
+    with a stub that fails the task and says why; restored afterwards."""
+    _hiding[0] += 1
+    swaps = []
+    if _hiding[0] == 1:
+        for dotted in task.course:
+            original = _resolve(dotted)
+
+            def stub(*args, _dotted=dotted, **kwargs):
+                raise CheckFailed(f"`{task.needs}` uses the course's {_dotted}, which this task asks you to "
+                                  "write yourself")
+            homes = {dotted.rsplit(".", 1)[0]} | {n for n in sys.modules if n.split(".")[0] == "nmt_lib"}
+            for holder in [vars(sys.modules[n]) for n in homes if sys.modules.get(n)] + scopes:
+                for key, value in list(holder.items()):
+                    if value is original:
+                        swaps.append((holder, key, value))
+                        holder[key] = stub
+    try:
+        yield
+    finally:
+        for holder, key, value in reversed(swaps):
+            holder[key] = value
+        _hiding[0] -= 1
+
+
+def _guarded(task: Task, obj, namespace: dict):
+    """`obj` whose own code (the function, or the methods its classes define) runs with the course hidden."""
+    def guard(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with _course_hidden(task, [namespace, fn.__globals__]):
+                return fn(*args, **kwargs)
+        return run
+    if not task.course or not (inspect.isfunction(obj) or isinstance(obj, type)):
+        return obj
+    if inspect.isfunction(obj):
+        return guard(obj)
+    own = {name: guard(f) for klass in reversed(obj.__mro__) if klass.__module__.split(".")[0] not in COURSE
+           for name, f in vars(klass).items() if inspect.isfunction(f)}
+    return type(obj.__name__, (obj,), {**own, "__module__": obj.__module__, "__qualname__": obj.__qualname__})
+
+
+COURSE = ("nmt_lib", "torch", "d2l")
 
 
 def grade(assignment: str, namespace: dict) -> list[dict]:
@@ -171,12 +242,15 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
             row["messages"].append(f"`{task.needs}` is not defined: run the cell that defines it, or name it so")
         elif obj is None:
             row["messages"].append(f"`{task.needs}` is still None: the task is not done")
-        elif task.own and str(origin).split(".")[0] in ("nmt_lib", "torch", "d2l"):
+        elif task.own and str(origin).split(".")[0] in COURSE:
             row["messages"].append(f"`{task.needs}` comes from {origin}: write your own")
+        elif isinstance(obj, type) and (base := next((c for c in task.course if isinstance(_resolve(c), type)
+                                                      and issubclass(obj, _resolve(c))), None)):
+            row["messages"].append(f"`{task.needs}` subclasses the course's {base}: write your own")
         else:
             for part, check in (("public", task.public), ("hidden", task.hidden)):
                 try:
-                    message = check(obj)
+                    message = check(_guarded(task, obj, namespace))
                     row["points"] += task.points / 2
                     row["messages"].append(f"{part}: {message or 'all hidden cases passed'}")
                 except CheckFailed as e:

@@ -4,6 +4,10 @@ tests (grading/hidden.py), and print a score per task with the graders' messages
 
     python tools/grade.py A1 path/to/submission.ipynb          # or: make grade ASSIGNMENT=A1 SUBMISSION=...
     python tools/grade.py A1 submission.ipynb --json scores.json
+    python tools/grade.py A1 path/to/class/ --csv grades.csv   # every notebook under the folder
+
+A folder is graded a few submissions at a time (`--jobs`, the CPU count by default, the cores shared out as
+threads), each stopped after `--limit` seconds; one CSV row per submission, then a summary.
 
 The submission runs in its own kernel, in a temporary folder, cell after cell; a cell that raises does not stop
 the others (its task then scores what the names it defined earn). One cell is appended that grades the names
@@ -11,11 +15,15 @@ the notebook defined and prints the rows as JSON on one marked line. Exit status
 score; 2 for a usage error (an unknown assignment, a file that is not a notebook).
 """
 import argparse
+import csv
 import json
 import os
 import secrets
+import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,20 +79,86 @@ def report(assignment: str, path: Path, rows: list[dict], errors: list[str]) -> 
     return "\n".join(lines)
 
 
+def grade_apart(assignment: str, path: Path, threads: int, limit: int) -> dict:
+    """One submission graded by this script in a process of its own, with `threads` threads and `limit` seconds."""
+    env = {**os.environ, "NMT_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
+        scores = Path(tmp) / "scores.json"
+        proc = subprocess.Popen([sys.executable, __file__, assignment, str(path), "--json", str(scores)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # its kernel follows: a kernel ends when the process that started it does
+            proc.communicate()
+            return {"status": f"not graded: stopped after {limit} s (--limit)", "rows": [], "errors": []}
+        if not scores.exists():
+            last = ((err or "").strip().splitlines() or ["no output"])[-1]
+            return {"status": "not graded: " + last.removeprefix("grade: "),
+                    "rows": [], "errors": []}
+        return {"status": "graded", **json.loads(scores.read_text())}
+
+
+def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int) -> str:
+    """Grade every notebook under `folder`, `jobs` at a time; write one CSV row per submission to `out` and
+    return the summary."""
+    from grading.hidden import ASSIGNMENTS
+    notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    if not notebooks:
+        raise SystemExit(f"grade: no .ipynb under {folder}")
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit), notebooks))
+    seconds = time.perf_counter() - start
+    tasks = [t.name for t in ASSIGNMENTS[assignment]]
+    out_of = sum(t.points for t in ASSIGNMENTS[assignment])
+    with open(out.with_suffix(".tmp"), "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", "status", "points", "out of"]
+                        + [c for t in tasks for c in (f"{t}: points", f"{t}: messages")] + ["cells that raised"])
+        for path, r in zip(notebooks, results):
+            by_task = {row["task"]: row for row in r["rows"]}
+            cells = [c for t in tasks for c in (by_task[t]["points"] if t in by_task else 0,
+                                                 " | ".join(by_task[t]["messages"]) if t in by_task else "")]
+            writer.writerow([str(path.relative_to(folder)), r["status"], sum(row["points"] for row in r["rows"]),
+                             out_of, *cells, "; ".join(r["errors"])])
+    out.with_suffix(".tmp").replace(out)
+    totals = [sum(row["points"] for row in r["rows"]) for r in results if r["status"] == "graded"]
+    lines = [f"{assignment}: {len(notebooks)} submissions in {seconds:.0f} s ({jobs} at a time, {threads} "
+             f"thread{'s' * (threads > 1)} each); wrote {out}"]
+    if totals:
+        lines.append(f"  graded {len(totals)}: points out of {out_of:g}: mean {sum(totals) / len(totals):.1f}, "
+                     f"lowest {min(totals):g}, highest {max(totals):g}; full marks {totals.count(out_of)}")
+    lines += [f"  {p.relative_to(folder)}: {r['status']}" for p, r in zip(notebooks, results) if r["status"] != "graded"]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     from grading.hidden import ASSIGNMENTS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignment", help=f"one of {', '.join(ASSIGNMENTS)}")
-    parser.add_argument("submission", type=Path, help="the student's .ipynb")
+    parser.add_argument("submission", type=Path, help="the student's .ipynb, or a folder of submissions")
     parser.add_argument("--json", type=Path, help="also write the scores here")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell (default 1800)")
+    parser.add_argument("--csv", type=Path, help="a folder's grades (default: grades-A1.csv beside the folder)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions at once (default: CPUs)")
+    parser.add_argument("--limit", type=int, default=1800, help="seconds per submission in a folder (default 1800)")
     args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error("--limit must be at least 1 second")
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}: choose one of {', '.join(ASSIGNMENTS)}")
+    if args.submission.is_dir():
+        if args.jobs < 1:
+            parser.error("--jobs must be at least 1")
+        out = args.csv or args.submission.resolve().parent / f"grades-{args.assignment}.csv"
+        print(grade_class(args.assignment, args.submission, out, args.jobs, args.limit))
+        return 0
     if args.submission.suffix != ".ipynb" or not args.submission.is_file():
-        parser.error(f"{args.submission} is not a notebook file (.ipynb)")
+        parser.error(f"{args.submission} is neither a notebook file (.ipynb) nor a folder of them")
     rows, errors = run_submission(args.assignment, args.submission, args.timeout)
     print(report(args.assignment, args.submission, rows, errors))
     if args.json:
