@@ -132,17 +132,19 @@ def guide_table(chapters: list[dict], heading: str = "chapter", figures: bool = 
 def module_plan(chapters: list[dict], plan: dict) -> str:
     """The teacher's guide's plan: each session's chapters with their time to run; the rest is the plan's."""
     by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
-    rows = []
-    for i, s in enumerate(plan["sessions"], 1):
+    rows, number = [], 0
+    for s in plan["sessions"]:
         missing = [n for n in s["chapters"] if n not in by_number]
         if missing:
             raise SystemExit(f"render_tables: book/module_plan.json names chapters {missing} that have no notebook")
+        number += not s.get("optional")
         walls = [by_number[n]["wall"] for n in s["chapters"]]
-        rows.append([s["week"], i, ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"]),
+        rows.append([s["week"], "optional" if s.get("optional") else number,
+                     ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"]),
                      s["outcomes"], duration(sum(walls)) if None not in walls else "not executed",
-                     f"{s['study_h']:g} h", s["demo"], s["homework"], s["due"] or "-"])
+                     f"{s['study_h']:g} h", s["demo"], s["homework"], s["due"] or "-", s["reading"]])
     return table(["week", "session", "chapters", "outcomes", "time to run", "planned study", "in class",
-                  "homework", "due"], rows, "rrllrr")
+                  "homework", "due", "reading"], rows, "rrllrr")
 
 
 def notebook_table(ch: dict, name: str) -> str:
