@@ -383,3 +383,14 @@ def least_likely(logits, p):
     sorted_p, order = probs.sort(-1)
     kept = torch.zeros_like(probs).scatter(-1, order, sorted_p * (sorted_p.cumsum(-1) - sorted_p < p))
     return kept / kept.sum(-1, keepdim=True)
+
+
+def test_concept_answers_count_only_the_right_letters_and_name_one_that_is_no_option(capsys):
+    from nmt_lib.checks.concepts import KEY, _hash, score_concepts
+    right = next(letter for letter in "abcd" if _hash("05", 1, letter) == KEY["05"][0])
+    wrong = next(letter for letter in "abcd" if letter != right)
+    assert score_concepts("05", {1: right.upper(), 2: "e", 3: wrong}) == 1
+    out = capsys.readouterr().out
+    assert "question 2: 'e' is not one of a, b, c, d" in out and "question 3: " + wrong + " is not it" in out
+    with pytest.raises(ValueError, match="no concept questions for chapter '99'"):
+        score_concepts("99", {})
