@@ -179,6 +179,7 @@ def _resolve(dotted: str):
     return getattr(importlib.import_module(module), name)
 
 
+COURSE = ("nmt_lib", "torch", "d2l")  # the packages whose objects are not the student's own
 _hiding = [0]  # how deep in the submission's guarded code we are: the course is hidden while above 0
 
 
@@ -218,16 +219,15 @@ def _guarded(task: Task, obj, namespace: dict):
             with _course_hidden(task, [namespace, fn.__globals__]):
                 return fn(*args, **kwargs)
         return run
-    if not task.course or not (inspect.isfunction(obj) or isinstance(obj, type)):
+    if not task.course:
         return obj
     if inspect.isfunction(obj):
         return guard(obj)
+    if not isinstance(obj, type):
+        return obj
     own = {name: guard(f) for klass in reversed(obj.__mro__) if klass.__module__.split(".")[0] not in COURSE
            for name, f in vars(klass).items() if inspect.isfunction(f)}
     return type(obj.__name__, (obj,), {**own, "__module__": obj.__module__, "__qualname__": obj.__qualname__})
-
-
-COURSE = ("nmt_lib", "torch", "d2l")
 
 
 def grade(assignment: str, namespace: dict) -> list[dict]:
@@ -244,8 +244,8 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
             row["messages"].append(f"`{task.needs}` is still None: the task is not done")
         elif task.own and str(origin).split(".")[0] in COURSE:
             row["messages"].append(f"`{task.needs}` comes from {origin}: write your own")
-        elif isinstance(obj, type) and (base := next((c for c in task.course if isinstance(_resolve(c), type)
-                                                      and issubclass(obj, _resolve(c))), None)):
+        elif isinstance(obj, type) and (base := next((c for c in task.course if isinstance(k := _resolve(c), type)
+                                                      and issubclass(obj, k)), None)):
             row["messages"].append(f"`{task.needs}` subclasses the course's {base}: write your own")
         else:
             for part, check in (("public", task.public), ("hidden", task.hidden)):

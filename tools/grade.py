@@ -113,18 +113,19 @@ def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int)
     seconds = time.perf_counter() - start
     tasks = [t.name for t in ASSIGNMENTS[assignment]]
     out_of = sum(t.points for t in ASSIGNMENTS[assignment])
+    points = [sum(row["points"] for row in r["rows"]) for r in results]
+    not_run = {"points": 0, "messages": []}  # a task of a submission that was not graded
     with open(out.with_suffix(".tmp"), "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "status", "points", "out of"]
                         + [c for t in tasks for c in (f"{t}: points", f"{t}: messages")] + ["cells that raised"])
-        for path, r in zip(notebooks, results):
+        for path, r, total in zip(notebooks, results, points):
             by_task = {row["task"]: row for row in r["rows"]}
-            cells = [c for t in tasks for c in (by_task[t]["points"] if t in by_task else 0,
-                                                 " | ".join(by_task[t]["messages"]) if t in by_task else "")]
-            writer.writerow([str(path.relative_to(folder)), r["status"], sum(row["points"] for row in r["rows"]),
-                             out_of, *cells, "; ".join(r["errors"])])
+            cells = [c for t in tasks for row in [by_task.get(t, not_run)]
+                     for c in (row["points"], " | ".join(row["messages"]))]
+            writer.writerow([str(path.relative_to(folder)), r["status"], total, out_of, *cells, "; ".join(r["errors"])])
     out.with_suffix(".tmp").replace(out)
-    totals = [sum(row["points"] for row in r["rows"]) for r in results if r["status"] == "graded"]
+    totals = [total for r, total in zip(results, points) if r["status"] == "graded"]
     lines = [f"{assignment}: {len(notebooks)} submissions in {seconds:.0f} s ({jobs} at a time, {threads} "
              f"thread{'s' * (threads > 1)} each); wrote {out}"]
     if totals:
