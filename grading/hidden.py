@@ -14,163 +14,210 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
-from nmt_lib.checks import (CheckFailed, check_attention, check_beam_step, check_decoder_block, check_kv_cache_step,
-                            check_masked_softmax, check_multihead, compare, learner_call)
-from nmt_lib.checks.core import parts
+from nmt_lib.checks import CheckFailed, compare, learner_call
+from nmt_lib.checks.assignments import (baseline_bleu, check_ablation, check_alibi_bias, check_beats_baseline,
+                                        check_local_attention, check_n_best, check_penalised_greedy,
+                                        check_repetition_penalty, check_window_mask, model_bleu, random_translator,
+                                        sources, token_lists)
 from nmt_lib.checks.transformer import load_course_weights, output_of
 
 
 @dataclass(frozen=True)
 class Task:
     name: str            # what the student writes, as the assignment names it
-    needs: str           # the name the submission must define
-    public: Callable     # the public grader, given the defined object
-    hidden: Callable     # hidden cases, given the defined object; raises CheckFailed
+    needs: tuple         # the names the submission must define; the graders are given their objects
+    public: Callable     # the public grader, given the defined objects
+    hidden: Callable     # hidden cases, given the defined objects; raises CheckFailed
     points: int = 10
-    own: bool = True     # a function or class the student writes (not one imported from the course)
+    own: bool = True     # functions or classes the student writes (not ones imported from the course)
     course: tuple = ()   # the course's (and PyTorch's) own implementations of the task, by dotted name
 
 
-def _hidden_masked_softmax(fn):
-    from nmt_lib.attention import masked_softmax
-    gen = torch.Generator().manual_seed(2026)
-    cases = {"5-D scores with a (B, 1, 1, 1, Tk) mask": (torch.randn(2, 2, 3, 4, 6, generator=gen),
-                                                          torch.rand(2, 1, 1, 1, 6, generator=gen) > 0.4),
-             "float64 scores with a (Tq, Tk) mask": (torch.randn(3, 5, 5, generator=gen, dtype=torch.float64),
-                                                    torch.ones(5, 5, dtype=torch.bool).tril()),
-             "every key masked": (torch.randn(2, 3, 4, generator=gen), torch.zeros(2, 1, 4, dtype=torch.bool))}
-    for case, (scores, mask) in cases.items():
-        got = learner_call(case, fn, scores.clone(), mask.clone())
-        compare(case, got, masked_softmax(scores, mask=mask))
-        if torch.as_tensor(got).dtype != scores.dtype:
-            raise CheckFailed(f"{case}: the weights should keep the scores' dtype {scores.dtype}")
+# ---- A1: the references the hidden cases compare with, from chapter 3's mask and PyTorch's attention ----
+def _window_reference(tq, tk, window):
+    from nmt_lib.attention import causal_mask
+    return causal_mask(tq, tk, offset=tk - tq) & ~causal_mask(tq, tk, offset=tk - tq - window)
 
 
-def _hidden_attention(fn):
-    from nmt_lib.attention import attend
-    gen = torch.Generator().manual_seed(2026)
-    q = torch.randn(3, 2, 4, 32, generator=gen, requires_grad=True)
-    k = torch.randn(3, 2, 7, 32, generator=gen, requires_grad=True)
-    v = torch.randn(3, 2, 7, 5, generator=gen, requires_grad=True)
-    mask = torch.rand(3, 1, 4, 7, generator=gen) > 0.3
-    out, w = parts("(B, H, Tq, d) queries", learner_call("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask", fn,
-                                                           q, k, v, mask), ("output", "weights"))
-    expected, expected_w = attend(q, k, v, mask, need_weights=True)
-    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the weights", w, expected_w)
-    compare("(B, H, Tq, d) queries with a (B, 1, Tq, Tk) mask, the output", out, expected)
-    g = torch.randn(expected.shape, generator=gen)
-    if not out.requires_grad:
-        raise CheckFailed("the output has no gradient: keep it in autograd")
-    found = torch.autograd.grad((out * g).sum(), (q, k, v), allow_unused=True)
-    for name, f, w in zip(("queries", "keys", "values"), found, torch.autograd.grad((expected * g).sum(), (q, k, v))):
-        if f is None:
-            raise CheckFailed(f"no gradient reaches the {name}")
-        compare(f"the gradient with respect to the {name}", f, w, atol=1e-4)
+def _alibi_reference(h, tq, tk):
+    slopes = 2.0 ** (-8 * torch.arange(1, h + 1) / h)                          # (H,)
+    distance = (torch.arange(tk - tq, tk)[:, None] - torch.arange(tk)).abs()   # (Tq, Tk)
+    return -slopes[:, None, None] * distance
 
 
-def _hidden_multihead(cls):
+def _hidden_window_mask(fn):
+    for tq, tk, window in ((7, 7, 3), (1, 9, 4), (5, 12, 1), (4, 4, 10), (300, 300, 64)):
+        case = f"{tq} queries, {tk} keys, window {window}"
+        compare(case, learner_call(case, fn, tq, tk, window), _window_reference(tq, tk, window))
+
+
+def _hidden_alibi_bias(fn):
+    for h, tq, tk in ((8, 6, 6), (3, 2, 7), (16, 1, 20)):
+        case = f"{h} heads, {tq} queries, {tk} keys"
+        compare(case, learner_call(case, fn, h, tq, tk), _alibi_reference(h, tq, tk), atol=1e-6)
+
+
+def _local_reference(course, x, mask, window, alibi):
+    """Chapter 5's projections around PyTorch's attention, given the bias and the window as a float mask."""
+    from nmt_lib.multihead import merge_heads, split_heads
+    B, T, _ = x.shape
+    H = course.n_heads
+    q, k, v = (split_heads(W(x), H) for W in (course.W_q, course.W_k, course.W_v))
+    allowed = torch.ones(T, T, dtype=torch.bool) if mask is None else mask
+    allowed = (allowed.unsqueeze(1) if allowed.dim() == 3 else allowed).expand(B, H, T, T)
+    if window is not None:
+        allowed = allowed & _window_reference(T, T, window)
+    bias = _alibi_reference(H, T, T) if alibi else torch.zeros(H, T, T)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~allowed, float("-inf")))
+    return course.W_o(merge_heads(out))
+
+
+def _hidden_local_attention(cls):
+    from nmt_lib.attention import causal_mask, lens_to_mask
     from nmt_lib.multihead import MultiHeadAttention
     gen = torch.Generator().manual_seed(2026)
-    for d, h in ((32, 8), (12, 1)):
-        torch.manual_seed(d)
+    for d, h, window, mask in ((32, 8, None, lens_to_mask([9, 7], 9)), (32, 8, 4, lens_to_mask([9, 7], 9)),
+                               (12, 1, 2, causal_mask(9))):
+        case = f"cls({d}, {h}, window={window}) with a {tuple(mask.shape)} mask"
+        torch.manual_seed(d + (window or 0))
         course = MultiHeadAttention(d, h).eval()
-        mine = learner_call(f"cls({d}, {h})", cls, d, h)
-        load_course_weights(f"cls({d}, {h})", mine, course)
-        x, mem = torch.randn(1, 9, d, generator=gen), torch.randn(1, 4, d, generator=gen)
-        mask = torch.tensor([[[True, True, False, False]]])
-        got = output_of(learner_call(f"cls({d}, {h}) over a padded source", mine, x, mem, mem, mask))
-        compare(f"cls({d}, {h}) over a padded source", got, course(x, mem, mem, mask))
+        mine = learner_call(case, cls, d, h, window=window)
+        load_course_weights(case, mine, course)
+        x = torch.randn(2, 9, d, generator=gen, requires_grad=True)
+        got = output_of(learner_call(case, mine, x, mask))
+        expected = _local_reference(course, x, mask, window, alibi=True)
+        compare(case, got, expected.detach())
+        g = torch.randn(expected.shape, generator=gen)
+        found = torch.autograd.grad((got * g).sum(), (x, mine.W_q.weight), allow_unused=True)
+        wanted = torch.autograd.grad((expected * g).sum(), (x, course.W_q.weight))
+        for name, f, w in zip(("x", "W_q's weight"), found, wanted):
+            if f is None:
+                raise CheckFailed(f"{case}: no gradient reaches {name}")
+            compare(f"{case}: the gradient with respect to {name}", f, w, atol=1e-4)
 
 
-def _hidden_decoder_block(cls):
-    from nmt_lib.attention import lens_to_mask
+# ---- A2: the references, from chapter 7's model interface and chapter 8's beam tree ----
+def _penalty_reference(logits, generated, penalty):
+    before = logits.gather(1, generated)
+    return logits.scatter(1, generated, torch.where(before > 0, before / penalty, before * penalty))
+
+
+def _hidden_repetition_penalty(fn):
     gen = torch.Generator().manual_seed(2026)
-    torch.manual_seed(3)
-    block = learner_call("cls(32, 8, 64)", cls, 32, 8, 64).eval()
-    x, mem = torch.randn(3, 11, 32, generator=gen), torch.randn(3, 5, 32, generator=gen)
-    out = output_of(learner_call("11 target tokens, batch 3", block, x, mem, lens_to_mask([5, 1, 3], 5)))
-    if tuple(out.shape) != (3, 11, 32) or not torch.isfinite(out).all():
-        raise CheckFailed(f"11 target tokens, batch 3: expected finite (3, 11, 32), got {tuple(out.shape)}")
-    later = x.clone()
-    later[:, 6:] = torch.randn(3, 5, 32, generator=gen)
-    moved = output_of(learner_call("tokens 6-10 changed", block, later, mem, lens_to_mask([5, 1, 3], 5)))
-    compare("positions 0-5 when tokens 6-10 change", moved[:, :6], out[:, :6])
+    logits = torch.randn(4, 50, generator=gen, dtype=torch.float64)
+    generated = torch.randint(0, 50, (4, 12), generator=gen)
+    for penalty in (1.2, 0.5):
+        case = f"float64 logits over 50 tokens, 12 generated with repeats, penalty {penalty}"
+        got = learner_call(case, fn, logits.clone(), generated.clone(), penalty)
+        compare(case, got, _penalty_reference(logits, generated, penalty))
+        if torch.as_tensor(got).dtype != torch.float64:
+            raise CheckFailed(f"{case}: the logits should keep their dtype torch.float64")
 
 
-def _hidden_kv_step(fn):
-    from nmt_lib.multihead import MultiHeadAttention
-    torch.manual_seed(5)
-    attn = MultiHeadAttention(24, 8).eval()
-    gen = torch.Generator().manual_seed(2026)
-    ys = torch.randn(3, 7, 24, generator=gen)
-    with torch.no_grad():
-        full = attn(ys, ys, ys, torch.ones(7, 7, dtype=torch.bool).tril())
-        k = v = None
-        for t in range(7):
-            out, k, v = parts(f"step {t + 1} of 7", learner_call(f"step {t + 1} of 7, 8 heads", fn, attn,
-                                                                 ys[:, t : t + 1], k, v), ("output", "k", "v"))
-            compare(f"step {t + 1} of 7, 8 heads", out, full[:, t : t + 1])
+@torch.no_grad()
+def _greedy_reference(model, src, src_len, *, bos_id, eos_id, max_len, penalty):
+    out = []
+    for i in range(src.shape[0]):
+        state, tokens = model.encode(src[i : i + 1], src_len[i : i + 1]), []
+        step = torch.tensor([[bos_id]])
+        for _ in range(max_len):
+            logits, state, _ = model.step(step, state)
+            generated = torch.tensor([tokens], dtype=torch.long)
+            token = int(_penalty_reference(logits[:, -1], generated, penalty).argmax(-1))
+            if token == eos_id:
+                break
+            tokens.append(token)
+            step = torch.tensor([[token]])
+        out.append(tokens)
+    return out
 
 
-def _hidden_beam_step(fn):
-    from nmt_lib.decoding import beam_step
-    gen = torch.Generator().manual_seed(2026)
-    logp = torch.randn(3, 4, 10, generator=gen).log_softmax(-1)
-    scores = torch.randn(3, 4, generator=gen).sort(-1, descending=True).values
-    finished = torch.rand(3, 4, generator=gen) > 0.6
-    got = parts("4 beams over 10 tokens", learner_call("4 beams over 10 tokens, <eos> = 7", fn, scores, logp,
-                                                      finished, 7), ("scores", "beam", "token"))
-    for name, g, e in zip(("scores", "beam", "token"), got, beam_step(scores, logp, finished, 7)):
-        compare(f"4 beams over 10 tokens, <eos> = 7, {name}", g, e)
+def _hidden_penalised_greedy(fn, penalty_fn):
+    model, (src, src_len) = random_translator(3, vocab=20), sources(3, (7, 2, 9, 4), vocab=20)
+    for penalty in (1.8, 0.7):
+        ids = dict(bos_id=1, eos_id=2, max_len=10, penalty=penalty)
+        case = f"4 sentences, 20 tokens, penalty {penalty}"
+        got = token_lists(case, learner_call(case, fn, model, src, src_len, **ids), 4)
+        expected = _greedy_reference(model, src, src_len, **ids)
+        if got != expected:
+            raise CheckFailed(f"{case}: got {got}, expected {expected}")
 
 
-BLEU_TO_BEAT = 25.0       # A3: greedy BLEU on the held-out test split of chapter_data(), learner mode
-TRAINED = 5.0             # A3's public half: a validation BLEU that no untrained model reaches
+def _n_best_reference(model, src, src_len, *, beam_size, n, alpha, **ids):
+    from nmt_lib.decoding import cut_at_eos
+    from nmt_lib.evaluation import beam_trace, trace_path
+    out = []
+    for i in range(src.shape[0]):
+        _, nodes = beam_trace(model, src[i, : int(src_len[i])].tolist(), beam_size=beam_size, alpha=alpha, **ids)
+        final = sorted((node for node in nodes if node.get("final")), key=lambda node: -node["score"])
+        out.append([(cut_at_eos(trace_path(nodes, nodes.index(node))[1:], ids["eos_id"])[0], node["score"])
+                     for node in final[:n]])
+    return out
 
 
-def _bleu(model, split: str) -> float:
-    from nmt_lib.decoding import evaluate_bleu
-    from nmt_lib.recipes import chapter_data
-    data = chapter_data()
-    model.eval()
-    return evaluate_bleu(model, getattr(data.splits, split), data.src_vocab, data.tgt_vocab, max_len=30).bleu
+def _hidden_n_best(fn):
+    model, (src, src_len) = random_translator(4, vocab=20), sources(4, (6, 3, 8), vocab=20)
+    for beam, n, alpha in ((5, 5, 0.6), (2, 2, 1.0)):
+        ids = dict(bos_id=1, eos_id=2, max_len=9)
+        case = f"beam {beam}, n {n}, alpha {alpha:g}, 3 sentences over 20 tokens"
+        got = learner_call(case, fn, model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids)
+        expected = _n_best_reference(model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids)
+        for i, (mine, right) in enumerate(zip(got, expected)):
+            if [[int(t) for t in tokens] for tokens, _ in mine] != [tokens for tokens, _ in right]:
+                raise CheckFailed(f"{case}: sentence {i}: got {[list(t) for t, _ in mine]}, expected "
+                                  f"{[t for t, _ in right]}")
+            compare(f"{case}: sentence {i}, the scores", [float(s) for _, s in mine], [s for _, s in right], atol=1e-4)
 
 
-def _public_bleu(model):
-    """A3's public part: a trained model, that is one that translates the validation split at all."""
-    if not isinstance(model, torch.nn.Module):
-        raise CheckFailed(f"`model` should be a trained nn.Module, got {type(model).__name__}")
-    bleu = learner_call("translating the validation split", _bleu, model, "valid")
-    if not bleu > TRAINED:
-        raise CheckFailed(f"validation BLEU {bleu:.1f}: not a trained model yet (above {TRAINED} expected)")
-    return f"a trained model: validation BLEU {bleu:.1f}"
+# ---- A3: the test split, and the chosen model's row of the table recomputed ----
+def _hidden_beats_baseline(model):
+    mine, base = model_bleu(model, "test").bleu, baseline_bleu("test").bleu
+    if not mine > base:
+        raise CheckFailed(f"test BLEU {mine:.1f}, not above chapter 7's recipe ({base:.1f})")
+    return f"test BLEU {mine:.1f}, {mine - base:+.1f} against chapter 7's recipe ({base:.1f})"
 
 
-def _hidden_bleu(model):
-    bleu = learner_call("translating the test split", _bleu, model, "test")
-    if not bleu > BLEU_TO_BEAT:
-        raise CheckFailed(f"greedy BLEU on the held-out test split is {bleu:.1f}, not above {BLEU_TO_BEAT}")
-    return f"greedy BLEU on the held-out test split {bleu:.1f}, above {BLEU_TO_BEAT:g}"
+def _public_ablation(table, model):
+    return check_ablation(table)
 
 
+def _hidden_ablation(table, model):
+    import numpy as np
+    from nmt_lib.metrics import paired_bootstrap
+    mine, base = model_bleu(model, "valid"), baseline_bleu("valid")
+    rows = table[(table["valid BLEU"].astype(float) - mine.bleu).abs() < 0.05]
+    if rows.empty:
+        raise CheckFailed(f"no row of `ablation` has the model's validation BLEU, {mine.bleu:.2f}: keep the chosen "
+                          "setting's row as measured")
+    a, b = paired_bootstrap(mine.counts(), base.counts())
+    low, high = np.percentile(a - b, [2.5, 97.5])
+    row = rows.iloc[0]
+    if abs(float(row["low"]) - low) > 0.1 or abs(float(row["high"]) - high) > 0.1:
+        raise CheckFailed(f"`ablation`, row {rows.index[0]!r}: the interval {float(row['low']):+.1f} to "
+                          f"{float(row['high']):+.1f} is not chapter 4a's paired bootstrap against chapter 7's "
+                          f"recipe ({low:+.1f} to {high:+.1f})")
+    return f"the chosen row recomputed: {mine.bleu - base.bleu:+.1f} ({low:+.1f} to {high:+.1f})"
+
+
+ATTENTION = ("nmt_lib.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention", "nmt_lib.attention.attend",
+             "nmt_lib.attention.DotProductAttention", "torch.nn.functional.scaled_dot_product_attention")
+DECODING = ("nmt_lib.decoding.greedy_decode", "nmt_lib.decoding.greedy_decode_nocache", "nmt_lib.decoding.beam_search",
+            "nmt_lib.decoding.beam_step", "nmt_lib.evaluation.beam_trace")
 ASSIGNMENTS = {
-    "A1": [Task("the masked softmax", "masked_softmax", check_masked_softmax, _hidden_masked_softmax,
-                course=("nmt_lib.attention.masked_softmax",)),
-           Task("scaled dot-product attention", "attention", check_attention, _hidden_attention,
-                course=("nmt_lib.attention.attend", "nmt_lib.attention.DotProductAttention",
-                        "torch.nn.functional.scaled_dot_product_attention")),
-           Task("multi-head attention", "MyMultiHeadAttention", check_multihead, _hidden_multihead,
-                course=("nmt_lib.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention",
-                        "nmt_lib.attention.attend", "nmt_lib.attention.DotProductAttention"))],
-    "A2": [Task("a pre-norm decoder block", "MyDecoderBlock", check_decoder_block, _hidden_decoder_block,
-                course=("nmt_lib.transformer.DecoderBlock", "nmt_lib.transformer.Block",
-                        "torch.nn.TransformerDecoderLayer")),
-           Task("one KV-cache step", "kv_step", check_kv_cache_step, _hidden_kv_step,
-                course=("nmt_lib.transformer.cached_self_attention",)),
-           Task("one beam-search step", "beam_step", check_beam_step, _hidden_beam_step,
-                course=("nmt_lib.decoding.beam_step",))],
-    "A3": [Task("a model that beats the stated BLEU", "model", _public_bleu, _hidden_bleu, points=30, own=False)],
+    "A1": [Task("a sliding-window mask", ("sliding_window_mask",), check_window_mask, _hidden_window_mask),
+           Task("the ALiBi bias", ("alibi_bias",), check_alibi_bias, _hidden_alibi_bias),
+           Task("multi-head attention with ALiBi and a window", ("MyLocalAttention",), check_local_attention,
+                _hidden_local_attention, course=ATTENTION)],
+    "A2": [Task("a repetition penalty", ("repetition_penalty",), check_repetition_penalty,
+                _hidden_repetition_penalty),
+           Task("greedy decoding with the penalty", ("greedy_with_penalty", "repetition_penalty"),
+                check_penalised_greedy, _hidden_penalised_greedy, course=DECODING),
+           Task("the n best of beam search", ("n_best",), check_n_best, _hidden_n_best, course=DECODING)],
+    "A3": [Task("beat chapter 7's recipe", ("model",), check_beats_baseline, _hidden_beats_baseline, points=20,
+                own=False),
+           Task("the ablation table", ("ablation", "model"), _public_ablation, _hidden_ablation, own=False)],
 }
 
 
@@ -191,11 +238,10 @@ def _course_hidden(task: Task, scopes: list):
     _hiding[0] += 1
     swaps = []
     if _hiding[0] == 1:
-        for dotted in task.course:
-            original = _resolve(dotted)
-
+        originals = {dotted: _resolve(dotted) for dotted in task.course}  # every import done before any swap
+        for dotted, original in originals.items():
             def stub(*args, _dotted=dotted, **kwargs):
-                raise CheckFailed(f"`{task.needs}` uses the course's {_dotted}, which this task asks you to "
+                raise CheckFailed(f"`{task.needs[0]}` uses the course's {_dotted}, which this task asks you to "
                                   "write yourself")
             homes = {dotted.rsplit(".", 1)[0]} | {n for n in sys.modules if n.split(".")[0] == "nmt_lib"}
             for holder in [vars(sys.modules[n]) for n in homes if sys.modules.get(n)] + scopes:
@@ -230,27 +276,37 @@ def _guarded(task: Task, obj, namespace: dict):
     return type(obj.__name__, (obj,), {**own, "__module__": obj.__module__, "__qualname__": obj.__qualname__})
 
 
+def _refusal(task: Task, name: str, namespace: dict):
+    """Why the submission's `name` cannot be graded for `task` (not defined, None, or the course's own code), or
+    None."""
+    obj = namespace.get(name)
+    origin = getattr(obj, "__module__", "__main__")
+    if name not in namespace:
+        return f"`{name}` is not defined: run the cell that defines it, or name it so"
+    if obj is None:
+        return f"`{name}` is still None: the task is not done"
+    if task.own and str(origin).split(".")[0] in COURSE:
+        return f"`{name}` comes from {origin}: write your own"
+    if isinstance(obj, type) and (base := next((c for c in task.course if isinstance(k := _resolve(c), type)
+                                                and issubclass(obj, k)), None)):
+        return f"`{name}` subclasses the course's {base}: write your own"
+    return None
+
+
 def grade(assignment: str, namespace: dict) -> list[dict]:
     """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
-    the hidden cases; a task whose name the submission does not define scores 0."""
+    the hidden cases; a task whose names the submission does not define scores 0."""
     rows = []
     for task in ASSIGNMENTS[assignment]:
         row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
-        obj = namespace.get(task.needs)
-        origin = getattr(obj, "__module__", "__main__")
-        if task.needs not in namespace:
-            row["messages"].append(f"`{task.needs}` is not defined: run the cell that defines it, or name it so")
-        elif obj is None:
-            row["messages"].append(f"`{task.needs}` is still None: the task is not done")
-        elif task.own and str(origin).split(".")[0] in COURSE:
-            row["messages"].append(f"`{task.needs}` comes from {origin}: write your own")
-        elif isinstance(obj, type) and (base := next((c for c in task.course if isinstance(k := _resolve(c), type)
-                                                      and issubclass(obj, k)), None)):
-            row["messages"].append(f"`{task.needs}` subclasses the course's {base}: write your own")
+        refusal = next(filter(None, (_refusal(task, name, namespace) for name in task.needs)), None)
+        if refusal:
+            row["messages"].append(refusal)
         else:
+            objs = [_guarded(task, namespace[name], namespace) for name in task.needs]
             for part, check in (("public", task.public), ("hidden", task.hidden)):
                 try:
-                    message = check(_guarded(task, obj, namespace))
+                    message = check(*objs)
                     row["points"] += task.points / 2
                     row["messages"].append(f"{part}: {message or 'all hidden cases passed'}")
                 except CheckFailed as e:
@@ -259,5 +315,3 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
                     row["messages"].append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         rows.append(row)
     return rows
-
-

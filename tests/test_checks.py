@@ -41,9 +41,10 @@ def test_compare_names_the_shape_or_the_first_wrong_position():
 
 def test_a_function_that_forgets_to_return_is_told_so_by_every_grader():
     for name, grader in GRADERS.items():
-        if name in ("check_multihead", "check_decoder_block"):        # these take a class
+        if name in ("check_multihead", "check_decoder_block", "check_local_attention",      # these take a class,
+                    "check_beats_baseline", "check_ablation"):                             # a model or a table
             continue
-        args = (lambda *a: None,) * (2 if name == "check_split_merge" else 1)
+        args = (lambda *a, **k: None,) * (2 if name in ("check_split_merge", "check_penalised_greedy") else 1)
         message = one_line(grader, *args)
         assert "got NoneType" in message or "return (" in message, (name, message)
 

@@ -11,7 +11,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT))                             # grading/ is a folder of the repository, not a package
 from grading.hidden import grade  # noqa: E402
-from nmt_lib.attention import attend  # noqa: E402
+import torch  # noqa: E402
 from nmt_lib.multihead import MultiHeadAttention  # noqa: E402
 import student_edition  # noqa: E402
 
@@ -36,15 +36,15 @@ def total(out: str) -> float:
 def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_path):
     answer = ANSWERS / "A1_attention.ipynb"
     nb = json.loads(answer.read_text())
-    cell = next(c for c in nb["cells"] if "def masked_softmax" in "".join(c["source"]))
-    cell["source"] = "".join(cell["source"]).replace("dim=-1", "dim=-2")     # the weights of each key sum to 1
+    cell = next(c for c in nb["cells"] if "def sliding_window_mask" in "".join(c["source"]))
+    cell["source"] = "".join(cell["source"]).replace("distance < window", "distance <= window")   # one key too many
     broken = tmp_path / "broken.ipynb"
     broken.write_text(json.dumps(nb))
     right, wrong = make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}"), make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}")
     assert right.returncode == wrong.returncode == 0, right.stderr + wrong.stderr
     assert total(right.stdout) == 30 and total(wrong.stdout) < total(right.stdout)
-    assert "public: a padding mask of shape (B, 1, Tk): the weights sum to 1 over the keys" in wrong.stdout
-    assert "the masked softmax: 0 / 10" in wrong.stdout
+    assert "public: 4 queries, 4 keys, window 2: a query sees 3 keys" in wrong.stdout
+    assert "a sliding-window mask: 0 / 10" in wrong.stdout
 
 
 def namespace_of(notebook) -> dict:
@@ -59,23 +59,50 @@ def namespace_of(notebook) -> dict:
 
 
 def test_the_hidden_cases_catch_what_the_public_grader_does_not():
-    answer = namespace_of(ANSWERS / "A1_attention.ipynb")
+    answer = namespace_of(ANSWERS / "A2_transformer.ipynb")
 
-    def float32_softmax(scores, mask):                    # right on the public float32 cases only
-        return answer["masked_softmax"](scores.float(), mask)
-    rows = grade("A1", {**answer, "masked_softmax": float32_softmax})
+    def float32_penalty(logits, generated, penalty):      # right on the public float32 cases only
+        return answer["repetition_penalty"](logits.float(), generated, penalty)
+    rows = grade("A2", {**answer, "repetition_penalty": float32_penalty})
     assert [r["points"] for r in rows] == [5.0, 10.0, 10.0]
-    assert rows[0]["messages"][0].startswith("public: masked softmax: right in all 5 cases")
-    assert rows[0]["messages"][1] == "hidden: float64 scores with a (Tq, Tk) mask: the weights should keep the scores' dtype torch.float64"
+    assert rows[0]["messages"][0].startswith("public: repetition penalty: right in all 5 cases")
+    assert rows[0]["messages"][1] == ("hidden: float64 logits over 50 tokens, 12 generated with repeats, penalty 1.2: "
+                                      "the logits should keep their dtype torch.float64")
 
 
 def test_a_task_the_submission_does_not_define_or_imports_from_the_course_scores_zero_and_says_why():
-    from nmt_lib.decoding import beam_step
-    rows = grade("A2", {"kv_step": None, "beam_step": beam_step})
+    from nmt_lib.decoding import beam_search
+    rows = grade("A2", {"greedy_with_penalty": None, "n_best": beam_search})
     assert [r["points"] for r in rows] == [0, 0, 0]
-    assert rows[0]["messages"] == ["`MyDecoderBlock` is not defined: run the cell that defines it, or name it so"]
-    assert rows[1]["messages"] == ["`kv_step` is still None: the task is not done"]
-    assert rows[2]["messages"] == ["`beam_step` comes from nmt_lib.decoding: write your own"]
+    assert rows[0]["messages"] == ["`repetition_penalty` is not defined: run the cell that defines it, or name it so"]
+    assert rows[1]["messages"] == ["`greedy_with_penalty` is still None: the task is not done"]
+    assert rows[2]["messages"] == ["`n_best` comes from nmt_lib.decoding: write your own"]
+
+
+def test_the_public_graders_name_the_usual_mistakes():
+    a1, a2 = namespace_of(ANSWERS / "A1_attention.ipynb"), namespace_of(ANSWERS / "A2_transformer.ipynb")
+    n = torch.arange
+
+    def symmetric_window(tq, tk, window):                 # |p - j| < window: sees later keys too
+        return (n(tk - tq, tk)[:, None] - n(tk)).abs() < window
+
+    def slopes_from_zero(h, tq, tk):                      # m_h = 2^(-8h/H) for h = 0 .. H - 1
+        return -(2.0 ** (-8 * n(h) / h))[:, None, None] * (n(tk - tq, tk)[:, None] - n(tk)).abs()
+
+    def divides_all(logits, generated, penalty):          # a negative logit divided goes up
+        return logits.scatter(1, generated, logits.gather(1, generated) / penalty)
+    wrong = [("A1", 0, "sliding_window_mask", symmetric_window, "a query sees a later key"),
+             ("A1", 1, "alibi_bias", slopes_from_zero, "head h has slope 2^(-8h/H) counting from h = 1, not h = 0"),
+             ("A2", 0, "repetition_penalty", divides_all, "a negative logit went up, making a repeated token more likely")]
+    for assignment, task, name, fn, why in wrong:
+        row = grade(assignment, {**(a1 if assignment == "A1" else a2), name: fn})[task]
+        assert row["points"] == 0 and why in row["messages"][0], (name, row)
+
+    class NoBias(a1["MyLocalAttention"]):                 # alibi forgotten: chapter 5's attention with a window
+        def __init__(self, d_model, n_heads, window=None, alibi=True):
+            super().__init__(d_model, n_heads, window, alibi=False)
+    rows = grade("A1", {**a1, "MyLocalAttention": NoBias})
+    assert rows[2]["messages"][0] == "public: ALiBi, window 3: the output is chapter 5's attention: the bias was not added"
 
 
 def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing():
@@ -84,30 +111,73 @@ def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing
         template = grade(assignment, namespace_of(ROOT / "assignments" / notebook))
         assert [r["points"] for r in template] == [0, 0, 0]
         assert all("NotImplementedError" in r["messages"][0] for r in template)
+    a3 = grade("A3", namespace_of(ROOT / "assignments" / "A3_training.ipynb"))
+    assert [r["messages"] for r in a3] == [["`model` is still None: the task is not done"],
+                                            ["`ablation` is still None: the task is not done"]]
+
+
+SDPA_ATTENTION = """
+import torch.nn.functional as F
+
+
+class MyLocalAttention(nn.Module):      # right, with PyTorch's attention given the bias as a float mask
+    def __init__(self, d_model, n_heads, window=None, alibi=True):
+        super().__init__()
+        self.n_heads, self.window, self.alibi = n_heads, window, alibi
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x, mask=None):
+        B, T, D = x.shape
+        q, k, v = (W(x).view(B, T, self.n_heads, -1).transpose(1, 2) for W in (self.W_q, self.W_k, self.W_v))
+        allowed = torch.ones(T, T, dtype=torch.bool) if mask is None else mask
+        allowed = allowed.unsqueeze(1) if allowed.dim() == 3 else allowed
+        if self.window is not None:
+            allowed = allowed & sliding_window_mask(T, T, self.window)
+        bias = alibi_bias(self.n_heads, T, T) * self.alibi
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~allowed, float("-inf")))
+        return self.W_o(out.transpose(1, 2).reshape(B, T, D))
+"""
 
 
 def test_a_wrapper_or_an_empty_subclass_of_the_course_s_code_scores_zero_and_says_why():
     import nmt_lib.decoding as decoding
-    from nmt_lib.transformer import DecoderBlock
     a1 = namespace_of(ANSWERS / "A1_attention.ipynb")
     a2 = namespace_of(ANSWERS / "A2_transformer.ipynb")
 
-    a1 |= {"attend": attend, "MyMultiHeadAttention": type("Mine", (MultiHeadAttention,), {})}
-    exec("def attention(q, k, v, mask=None):\n"                           # the course's attend, wrapped
-         "    return attend(q, k, v, mask, need_weights=True)", a1)
-    a2 |= {"decoding": decoding, "MyDecoderBlock": type("MyDecoderBlock", (DecoderBlock,), {})}
-    exec("def beam_step(scores, logp, finished, eos_id):\n"               # through the module
-         "    return decoding.beam_step(scores, logp, finished, eos_id)", a2)
+    exec(SDPA_ATTENTION, a1)
+    a2 |= {"decoding": decoding}
+    exec("def n_best(model, src, src_len, *, beam_size, n, alpha, **ids):\n"    # the course's search, wrapped
+         "    best = decoding.beam_search(model, src, src_len, beam_size=beam_size, alpha=alpha, **ids).tokens\n"
+         "    return [[(tokens, 0.0)] for tokens in best]", a2)
+    subclass = grade("A1", {**a1, "MyLocalAttention": type("Mine", (MultiHeadAttention,), {})})
     rows = grade("A1", a1) + grade("A2", a2)
-    assert [r["points"] for r in rows] == [10, 0, 0, 0, 10, 0]
-    assert rows[1]["messages"][0] == ("public: `attention` uses the course's nmt_lib.attention.attend, which this "
-                                      "task asks you to write yourself")
-    assert rows[2]["messages"] == ["`MyMultiHeadAttention` subclasses the course's nmt_lib.multihead.MultiHeadAttention: "
-                                   "write your own"]
-    assert rows[3]["messages"] == ["`MyDecoderBlock` subclasses the course's nmt_lib.transformer.DecoderBlock: "
-                                   "write your own"]
-    assert "uses the course's nmt_lib.decoding.beam_step" in rows[5]["messages"][0]
-    assert decoding.beam_step.__module__ == "nmt_lib.decoding" and a1["attend"] is attend   # all restored
+    assert [r["points"] for r in rows] == [10, 10, 0, 10, 10, 0]
+    assert rows[2]["messages"][0] == ("public: `MyLocalAttention` uses the course's "
+                                      "torch.nn.functional.scaled_dot_product_attention, which this task asks you to "
+                                      "write yourself")
+    assert subclass[2]["messages"] == ["`MyLocalAttention` subclasses the course's "
+                                       "nmt_lib.multihead.MultiHeadAttention: write your own"]
+    assert "uses the course's nmt_lib.decoding.beam_search" in rows[5]["messages"][0]
+    assert decoding.beam_search.__module__ == "nmt_lib.decoding"                        # all restored
+    assert torch.nn.functional.scaled_dot_product_attention.__module__ != "grading.hidden"
+
+
+def test_assignment_3_s_hidden_test_recomputes_the_chosen_row_of_the_table():
+    """Chapter 7's own model handed in: it does not beat itself, and its row's interval must be the bootstrap's
+    (0 to 0 against itself), not typed in."""
+    import pandas as pd
+    from nmt_lib.checks.assignments import model_bleu
+    from nmt_lib.recipes import chapter_data, train_transformer
+    model, _ = train_transformer(chapter_data(), quiet=True)
+    rows = grade("A3", {"model": model, "ablation": None})
+    assert rows[0]["points"] == 0 and "and the target is" in rows[0]["messages"][0]
+    bleu = model_bleu(model, "valid").bleu
+    table = pd.DataFrame({"valid BLEU": [bleu, bleu - 1, bleu + 1], "minus baseline": [0.0, -1.0, 1.0],
+                          "low": [0.0, -2.0, -0.5], "high": [0.0, 0.5, 2.0]}, index=["recipe", "a", "b"])
+    assert grade("A3", {"model": model, "ablation": table})[1]["points"] == 10
+    table.loc["recipe", ["low", "high"]] = [-1.0, 1.0]
+    row = grade("A3", {"model": model, "ablation": table})[1]
+    assert row["points"] == 5 and "is not chapter 4a's paired bootstrap" in row["messages"][1], row
 
 
 def test_the_student_edition_leaves_out_the_solutions_and_keeps_nothing_that_points_to_them(tmp_path):
@@ -160,6 +230,6 @@ def test_a_folder_is_graded_into_one_csv_row_per_submission_and_a_stuck_one_is_s
     assert set(rows) == {"alice/A1.ipynb", "bob.ipynb"}
     alice, bob = rows["alice/A1.ipynb"], rows["bob.ipynb"]
     assert (alice["status"], float(alice["points"]), alice["out of"]) == ("graded", 30.0, "30")
-    assert alice["the masked softmax: messages"].startswith("public: masked softmax: right in all")
+    assert alice["a sliding-window mask: messages"].startswith("public: sliding-window mask: right in all")
     assert bob["status"] == "not graded: stopped after 20 s (--limit)" and float(bob["points"]) == 0
     assert "2 submissions" in run.stdout and "bob.ipynb: not graded" in run.stdout
