@@ -3,6 +3,7 @@
 # make test:   set up .venv, check nmt_lib/ against the notebooks, ruff, unit tests, nbval (quick mode),
 #              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
+# make slides: a reveal.js deck per session of the module plan, from the committed notebooks, in build/slides.
 # make grade:  score a student's assignment (ASSIGNMENT=A1|A2|A3 SUBMISSION=notebook.ipynb), for teachers.
 # make student: the student edition in build/student (no solutions, hidden tests or teacher's guide).
 SHELL := /bin/bash
@@ -15,7 +16,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanit
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
 
 .PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak \
-        grade student
+        grade student slides
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -37,7 +38,7 @@ course: $(STAMP)
 solutions: $(STAMP)
 	$(BIN)/python tools/run_course.py --solutions
 
-test: $(STAMP) book chromium
+test: $(STAMP) book slides chromium
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/ruff check .
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
@@ -62,7 +63,15 @@ test-latest: $(LATEST)/.installed
 	  --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
-	$(PYTHON) tools/fetch_mathjax.py $(MATHJAX)
+	$(PYTHON) tools/fetch_static.py mathjax $(MATHJAX)
+
+REVEAL := build/reveal.js-5.1.0
+$(REVEAL)/dist/reveal.js:
+	$(PYTHON) tools/fetch_static.py reveal.js $(REVEAL)
+
+# Offline decks (reveal.js and MathJax copied beside them); open build/slides/index.html.
+slides: $(STAMP) $(MATHJAX)/tex-chtml.js $(REVEAL)/dist/reveal.js
+	$(BIN)/python tools/slides.py build/slides --reveal $(REVEAL) --mathjax $(MATHJAX)
 
 book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	rm -rf build/book-src && mkdir -p build/book-src/_static

@@ -286,6 +286,9 @@ def test_book_reads_offline_with_math_and_images(page):
             page.goto(f"{url}/{href}")
             first = page.evaluate("() => document.querySelector('article').querySelector('h1, div.cell').tagName")
             assert first == "H1", f"{href} shows a code cell above its title"
+            # a token written as <eos> outside backticks becomes an unknown element: the reader sees nothing
+            hidden = page.evaluate("() => document.querySelectorAll('article :is(eos, bos, pad, unk)').length")
+            assert hidden == 0, f"{href}: {hidden} special tokens swallowed as HTML tags (write them in backticks)"
 
         for name in ("results", "benchmarks"):                    # their tables, rendered from the records
             page.goto(f"{url}/{name}.html")
@@ -327,3 +330,36 @@ def test_no_code_block_of_the_book_scrolls_sideways(page):
             if lines := page.evaluate(OVERFLOWING):
                 wide[href] = lines
         assert len(hrefs) >= 30 and wide == {}, f"code wider than the page (the longest line of each): {wide}"
+
+
+SLIDES = ROOT / "build" / "slides"
+TOO_TALL = """() => { const height = Reveal.getConfig().height;
+    return Reveal.getSlides().map((s, i) => { Reveal.slide(i); return [i + 1, s.scrollHeight,
+        (s.querySelector('h1, h2') || {}).innerText]; }).filter(([i, h]) => h > height); }"""
+
+
+@pytest.mark.skipif(not (SLIDES / "index.html").is_file(), reason="build the slides first: make slides")
+def test_every_session_s_deck_opens_offline_with_its_figures_and_math_and_every_slide_fits(page):
+    plan = json.loads((ROOT / "book" / "module_plan.json").read_text())["sessions"]
+    with serve(SLIDES) as url:
+        page.goto(f"{url}/index.html")
+        decks = [a.get_attribute("href") for a in page.locator("li a").all()]
+        assert len(decks) == len(plan), decks
+        too_tall, formulas = {}, 0
+        for href in decks:
+            page.goto(f"{url}/{href}")
+            page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
+            page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
+            assert page.evaluate("() => Reveal.getTotalSlides()") >= 6, href
+            images = page.evaluate("() => [...document.images].map(i => i.complete && i.naturalWidth > 0)")
+            assert all(images), f"{href}: {images.count(False)} of {len(images)} figures did not load"
+            formulas += page.locator("mjx-container").count()
+            if tall := page.evaluate(TOO_TALL):
+                too_tall[href] = tall
+        page.goto(f"{url}/{decks[1]}#/1")
+        page.wait_for_function("() => window.Reveal && Reveal.isReady()")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "slides.png"))
+    assert formulas > 0, "no formula was typeset"
+    assert too_tall == {}, f"slides taller than the deck's height (slide, height, title): {too_tall}"
+    assert page.outside == [], f"the slides asked for outside resources: {page.outside}"
