@@ -244,7 +244,16 @@ def check_n_best(fn) -> str:
                                        alpha=alpha)
             compare(f"{case}: sentence {i}, the scores against chapter 7's sequence_scores", scores, expected,
                     atol=1e-4)
-    return passed("n-best beam search", range(3))
+    case = "n = 3 from a beam of 2"
+    try:
+        fn(model, src, src_len, bos_id=1, eos_id=2, max_len=8, beam_size=2, n=3, alpha=1.0)
+    except ValueError:
+        pass
+    except Exception as e:
+        raise CheckFailed(f"{case}: raise a ValueError that says why, not {type(e).__name__}") from None
+    else:
+        raise CheckFailed(f"{case}: raise a ValueError that says why (the beam holds 2 translations)")
+    return passed("n-best beam search", range(4))
 
 
 # ---- A3: beat chapter 7's baseline, with an ablation ----
@@ -283,10 +292,10 @@ def check_beats_baseline(model) -> str:
     return f"validation BLEU {mine:.1f}, {mine - base:+.1f} against chapter 7's recipe ({base:.1f})"
 
 
-def check_ablation(table) -> str:
-    """`table`: a pandas DataFrame, one row per setting tried (at least 3, the chosen one among them), with the
-    columns `COLUMNS`: validation BLEU, its difference to chapter 7's recipe and the 95% paired-bootstrap interval
-    of that difference (chapter 4a)."""
+def check_ablation(table, chosen) -> str:
+    """`table`: a pandas DataFrame, one row per setting tried (at least 3, among them the chosen one, named
+    `chosen`), with the columns `COLUMNS`: validation BLEU, its difference to chapter 7's recipe and the 95%
+    paired-bootstrap interval of that difference (chapter 4a)."""
     import pandas as pd
 
     if not isinstance(table, pd.DataFrame):
@@ -296,6 +305,9 @@ def check_ablation(table) -> str:
         raise CheckFailed(f"`ablation` lacks the columns {', '.join(missing)}; it needs {', '.join(COLUMNS)}")
     if len(table) < 3 or table.index.duplicated().any():
         raise CheckFailed(f"`ablation` has {len(table)} rows with distinct names; compare at least 3 settings")
+    if chosen not in table.index:
+        raise CheckFailed(f"`chosen` is {chosen!r}, which names no row of `ablation`; its rows: "
+                          f"{', '.join(map(repr, table.index))}")
     values = table[list(COLUMNS)].astype(float)
     if not torch.isfinite(torch.tensor(values.to_numpy())).all():
         raise CheckFailed("`ablation` has a missing or infinite number")
