@@ -261,8 +261,14 @@ def loaded_images(page) -> tuple[int, int]:
     }""")
 
 
+OVERFLOWING = """() => { document.querySelectorAll('article details').forEach(d => d.open = true);
+    return [...document.querySelectorAll('article pre')]
+    .filter(pre => !pre.closest('.cell_output') && pre.scrollWidth > pre.clientWidth + 1)
+    .map(pre => pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 70)); }"""
+
+
 @pytest.mark.skipif(not (BOOK / "index.html").is_file(), reason="build the book first: make book")
-def test_book_reads_offline_with_math_and_images(page):
+def test_book_reads_offline_with_math_images_and_code_that_fits(page):
     with serve(BOOK) as url:
         page.goto(f"{url}/index.html")
         expect(page.locator("article h1").first).to_contain_text("Attention and the Transformer")
@@ -289,6 +295,8 @@ def test_book_reads_offline_with_math_and_images(page):
             # a token written as <eos> outside backticks becomes an unknown element: the reader sees nothing
             hidden = page.evaluate("() => document.querySelectorAll('article :is(eos, bos, pad, unk)').length")
             assert hidden == 0, f"{href}: {hidden} special tokens swallowed as HTML tags (write them in backticks)"
+            # code (cells' inputs, commands in the text) fits the column at 1280 pixels; outputs may scroll
+            assert not (lines := page.evaluate(OVERFLOWING)), f"{href}: code wider than the page: {lines}"
 
         for name in ("results", "benchmarks"):                    # their tables, rendered from the records
             page.goto(f"{url}/{name}.html")
@@ -307,29 +315,6 @@ def test_book_reads_offline_with_math_and_images(page):
         page.locator("mjx-container").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "book-chapter.png"))
     assert page.outside == [], f"the book asked for outside resources: {page.outside}"
-
-
-OVERFLOWING = """() => { document.querySelectorAll('article details').forEach(d => d.open = true);
-    return [...document.querySelectorAll('article pre')]
-    .filter(pre => !pre.closest('.cell_output') && pre.scrollWidth > pre.clientWidth + 1)
-    .map(pre => pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 70)); }"""
-
-
-@pytest.mark.skipif(not (BOOK / "index.html").is_file(), reason="build the book first: make book")
-def test_no_code_block_of_the_book_scrolls_sideways(page):
-    """Code (cells' inputs, and the commands in the text) fits the book's column at 1280 pixels: each
-    `pre` outside a cell's output is no wider than its box. Outputs may scroll (tables, logs)."""
-    with serve(BOOK) as url:
-        page.goto(f"{url}/index.html")
-        links = page.locator("nav.bd-links a.reference.internal")
-        hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
-        wide = {}
-        for href in hrefs:
-            page.goto(f"{url}/{href}")
-            page.wait_for_load_state("load")
-            if lines := page.evaluate(OVERFLOWING):
-                wide[href] = lines
-        assert len(hrefs) >= 30 and wide == {}, f"code wider than the page (the longest line of each): {wide}"
 
 
 SLIDES = ROOT / "build" / "slides"

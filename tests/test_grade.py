@@ -224,12 +224,12 @@ def test_a_folder_is_graded_into_one_csv_row_per_submission_and_a_stuck_one_is_s
     (folder / "bob.ipynb").write_text(json.dumps(stuck))
     out = tmp_path / "grades.csv"
     run = subprocess.run([sys.executable, "tools/grade.py", "A1", str(folder), "--csv", str(out), "--jobs", "2",
-                          "--limit", "20"], cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=300)
+                          "--limit", "12"], cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     rows = {r["submission"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
     assert set(rows) == {"alice/A1.ipynb", "bob.ipynb"}
     alice, bob = rows["alice/A1.ipynb"], rows["bob.ipynb"]
     assert (alice["status"], float(alice["points"]), alice["out of"]) == ("graded", 30.0, "30")
     assert alice["a sliding-window mask: messages"].startswith("public: sliding-window mask: right in all")
-    assert bob["status"] == "not graded: stopped after 20 s (--limit)" and float(bob["points"]) == 0
+    assert bob["status"] == "not graded: stopped after 12 s (--limit)" and float(bob["points"]) == 0
     assert "2 submissions" in run.stdout and "bob.ipynb: not graded" in run.stdout
