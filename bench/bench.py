@@ -33,6 +33,11 @@ round decodes all of them each way, one way after the other:
                    d2l's predict_seq2seq; context for the ratio, not a target.
 and the peak memory of `python -m nmt_lib translate` with beam 4 and beam 64 over the same sentences, each
 in a process of its own (its default --memory-budget bounds how many sentences a beam batch holds).
+
+Translation on one CPU core: the published model over the public Tatoeba test (--cpu-lines, all 12,681 by
+default), greedy, batches of 32, in source pieces per second: batches in input order, sorted by length (as
+`translate` does), and sorted with int8 linear layers (`translate --int8`), each with its sacreBLEU, and int8's
+BLEU difference with chapter 4a's paired-bootstrap interval.
 """
 import argparse
 import json
@@ -462,6 +467,58 @@ def bench_decoding(args, report):
 
 
 # ----------------------------------------------------------------------------------------------
+CPU_BATCH = 32
+ISSUE_50_AVX2 = 655   # source pieces/s of `translate --model published` before this benchmark: the whole Tatoeba test,
+                      # batches of 64 in input order, one thread of an AMD EPYC with AVX2 (issue 50, as a user ran it)
+
+
+def bench_cpu_translation(args, report):
+    """The published model on one CPU core: the public Tatoeba test translated greedily in batches of 32, in source
+    pieces per second, three ways: batches in input order (as `translate` read them before), sorted by length
+    within the blocks of lines `translate` now reads at once, and the same with int8 linear layers. Each with its
+    sacreBLEU; int8's difference from fp32 with chapter 4a's paired-bootstrap interval."""
+    import numpy as np
+    import sacrebleu
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    from nmt_lib.metrics import bleu_counts, bleu_from_counts, paired_bootstrap
+    from nmt_lib.run.inference import SORTED_LINES, int8, translate_lines
+    from nmt_lib.run.published import load_published
+    from nmt_lib.run.testsets import read_tatoeba_test
+
+    pairs = read_tatoeba_test()[:args.cpu_lines]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    fp32, quantised = load_published(device="cpu"), int8(load_published(device="cpu"))
+    pieces = sum(len(fp32.src_vocab.split(fp32.prepare(s))) for s in sources)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    runs = {}
+    for name, ckpt, block in (("input order", fp32, CPU_BATCH), ("sorted", fp32, SORTED_LINES),
+                              ("sorted, int8", quantised, SORTED_LINES)):
+        t = time.perf_counter()
+        hyps = [h for i in range(0, len(sources), block)
+                for h in translate_lines(ckpt, sources[i:i + block], batch_size=CPU_BATCH)]
+        seconds = time.perf_counter() - t
+        metric = sacrebleu.BLEU()
+        runs[name] = {"seconds": seconds, "pieces_per_sec": pieces / seconds, "hypotheses": hyps,
+                      "sacrebleu": metric.corpus_score(hyps, [refs]).score}
+        report(f"one core, {name}: {pieces / seconds:,.0f} source pieces/s, BLEU {runs[name]['sacrebleu']:.2f}")
+    torch.set_num_threads(threads)
+    tokenize = Tokenizer13a()
+    counts = {k: [bleu_counts(tokenize(h).split(), [tokenize(r).split()]) for h, r in zip(v["hypotheses"], refs)]
+              for k, v in runs.items()}
+    for k, c in counts.items():          # chapter 4a's counts on sacreBLEU's tokens give sacreBLEU's score
+        assert abs(bleu_from_counts(np.sum(c, axis=0)) - runs[k]["sacrebleu"]) < 0.01, k
+    a, b = paired_bootstrap(counts["sorted, int8"], counts["sorted"])
+    low, high = np.percentile(a - b, [2.5, 97.5])
+    return {"lines": len(sources), "source_pieces": pieces, "batch_size": CPU_BATCH, "threads": 1,
+            "signature": str(metric.get_signature()),
+            **{k: {key: v[key] for key in ("seconds", "pieces_per_sec", "sacrebleu")} for k, v in runs.items()},
+            "int8_minus_fp32": {"bleu": runs["sorted, int8"]["sacrebleu"] - runs["sorted"]["sacrebleu"],
+                                "low": low, "high": high},
+            "issue_50_avx2_pieces_per_sec": ISSUE_50_AVX2}
+
+
 CHAPTER_TARGET_S = 180   # issue 17: every chapter within 3 minutes in learner mode on 2 CPU cores
 
 
@@ -488,6 +545,20 @@ def nbval_quick_wall() -> float:
     if result.returncode != 0:
         raise SystemExit(f"nbval failed:\n{result.stdout[-3000:]}")
     return wall
+
+
+def cpu_rows(c) -> list:
+    if c is None:
+        return []
+    speeds = " / ".join(f"{c[k]['pieces_per_sec']:,.0f}" for k in ("input order", "sorted", "sorted, int8"))
+    d = c["int8_minus_fp32"]
+    return [[f"translation on one CPU core: the Tatoeba test ({c['lines']:,} lines, {c['source_pieces']:,} source "
+             f"pieces), greedy, batch {c['batch_size']}, source pieces/s: input order / sorted by length / sorted, "
+             "int8", f"{speeds} (issue 50 measured {c['issue_50_avx2_pieces_per_sec']} on an AVX2 EPYC, batch 64, "
+             "input order)", "int8 ≥ 2,000"],
+            ["BLEU of the same: fp32 sorted / int8; int8 − fp32 (95% paired-bootstrap interval)",
+             f"{c['sorted']['sacrebleu']:.2f} / {c['sorted, int8']['sacrebleu']:.2f}; **{d['bleu']:+.2f}** "
+             f"({d['low']:+.2f} to {d['high']:+.2f})", "≥ −0.5"]]
 
 
 def summary_rows(rec: dict) -> list:
@@ -523,6 +594,7 @@ def summary_rows(rec: dict) -> list:
          f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}×", "context"],
         ["peak memory of `translate` over the same sentences: beam 4 / beam 64",
          " / ".join(f"{d['peak_memory_mb'][k]:,.0f} MB" for k in ("beam4", "beam64")), "within `--memory-budget`"],
+        *cpu_rows(rec.get("cpu_translation")),
         ["run", f"{minutes:.1f} min: {t['rounds']} rounds × {t['batches_per_round']} batches per contender, "
          f"{rec['threads']} threads; decoding with {d['model']}, torch {torch.__version__}", ""]]
 
@@ -539,6 +611,7 @@ def main(argv=None):
     parser.add_argument("--bf16", action="store_true", help="add the bf16 contenders even where this CPU only "
                         "emulates bf16 (slow; for checking the code path)")
     parser.add_argument("--skip-nbval", action="store_true", help="do not time the quick-mode nbval run")
+    parser.add_argument("--cpu-lines", type=int, help="Tatoeba test lines for the one-core translation speed (all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
     args = parser.parse_args(argv)
     if min(args.rounds, args.steps, args.decode_sentences, args.decode_rounds) < 1:
@@ -549,6 +622,7 @@ def main(argv=None):
     started = time.perf_counter()
     train = bench_training(args, report)
     decode = bench_decoding(args, report)
+    cpu = bench_cpu_translation(args, report)
     notebooks = notebook_wall_times()
     nbval = None if args.skip_nbval else nbval_quick_wall()
     result = {
@@ -556,7 +630,7 @@ def main(argv=None):
         "ratio_train_vs_nn_transformer": train["ratio_train_vs_nn_transformer"],
         "ratio_decode_batched_vs_one_at_a_time": decode["ratio_decode_batched_vs_one_at_a_time"],
         "mfu_course": train["course"]["mfu"],
-        "training": train, "decoding": decode,
+        "training": train, "decoding": decode, "cpu_translation": cpu,
         "notebook_wall_s_learner_mode": notebooks, "nbval_quick_wall_s": nbval,
         "threads": torch.get_num_threads(), "dtype": "float32",
         "bench_seconds": time.perf_counter() - started,

@@ -93,3 +93,22 @@ def test_the_published_model_translates_as_when_it_was_published():
     cold = examples["translations"][examples["sentences"].index("I am cold.")]
     assert out.returncode == 0 and out.stdout == cold + "\n", out.stderr
     assert cold[0].isupper() and cold.endswith(".") and " ." not in cold            # cased and detokenised
+
+
+def test_int8_quantises_every_linear_layer_translates_about_as_well_and_says_so_in_the_record(tmp_path, capsys):
+    import sacrebleu
+    from conftest import cli_call
+    from nmt_lib.run.inference import int8
+    ckpt = published.load_published(device="cpu")
+    examples = json.loads((SHIPPED / "examples.json").read_text(encoding="utf-8"))
+    fp32 = translate_lines(ckpt, examples["sentences"])
+    parameters = ckpt.parameters
+    int8(ckpt)
+    assert not any(type(m) is torch.nn.Linear for m in ckpt.model.modules())        # each replaced by its int8 form
+    assert sacrebleu.corpus_bleu(translate_lines(ckpt, examples["sentences"]), [fp32]).score > 50
+    record = tmp_path / "r.json"
+    status, out, err = cli_call(capsys, "evaluate", "--model", "published", "--test", "tatoeba", "--limit", 10,
+                                "--int8", "--device", "cpu", "--record", record)
+    assert status == 0, err
+    written = json.loads(record.read_text())["model"]
+    assert written["int8"] is True and written["parameters"] == parameters

@@ -83,6 +83,8 @@ class Checkpoint:
 
     def __init__(self, model, src_vocab, tgt_vocab, payload):
         self.model, self.src_vocab, self.tgt_vocab, self.payload = model, src_vocab, tgt_vocab, payload
+        self.parameters = sum(p.numel() for p in model.parameters())    # as trained, whatever `int8` does later
+        self.int8 = False
 
     @property
     def prepare(self):

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The two-core translation speedrun (book/speedrun.md): train a translator within a time budget on two CPU
+cores, score it on the public Tatoeba test, keep the run's record, and render the record table.
+
+    python speedrun/run.py quick NAME "what it changes" --on BASE -- TRAIN OPTIONS ...   # one record
+    python speedrun/run.py --table                          # records/speedrun.json from speedrun/records/
+
+A run is `python -m nmt_lib train --exclude tatoeba --time-limit BUDGET --threads 2` with the options given: the
+course's fra.txt without the test's sentences, trained for the track's minutes (quick 30, main 180; the clock of
+`--time-limit`, which starts once the corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS
+on 1,000 validation sentences, and the public Tatoeba test is translated greedily and with beam 4, scored by
+sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the commands, the training time and the CPU, the
+scores, and each test sentence's BLEU counts (chapter 4a's), from which the table gives a record's gain over the
+record it builds on (`--on`), with its paired-bootstrap interval.
+"""
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nmt_lib.run.records import RECORDS, write_record  # noqa: E402
+
+TRACKS = {"quick": 30, "main": 180}        # minutes of training on two CPU cores
+ALPHAS = (0.6, 1.0, 1.4)                   # length penalties tried for beam 4 on the validation split
+HERE = Path(__file__).resolve().parent
+RUNS = ROOT / "runs" / "speedrun"
+
+
+def sentence_counts(hypotheses, references) -> list[str]:
+    """Chapter 4a's BLEU counts of each sentence, on sacreBLEU's 13a tokens (what the paired bootstrap draws),
+    each sentence's as one string of numbers, so that a record holds a line per sentence."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    from nmt_lib.metrics import bleu_counts
+    tokenize = Tokenizer13a()
+    return [" ".join(map(str, bleu_counts(tokenize(h).split(), [tokenize(r).split()])))
+            for h, r in zip(hypotheses, references)]
+
+
+def counts_of(record: dict) -> list[list[int]]:
+    return [[int(n) for n in line.split()] for line in record["counts_beam4"]]
+
+
+def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None) -> Path:
+    """Train, score and write the record; `limit` scores only the test's first lines (for trying the script)."""
+    import torch
+
+    from nmt_lib.run.checkpoint import load_checkpoint
+    from nmt_lib.run.corpus import ParallelCorpus
+    from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
+    from nmt_lib.run.testsets import read_tatoeba_test
+
+    out, log = RUNS / f"{track}-{name}.pt", RUNS / f"{track}-{name}.log"
+    if on is not None and not (HERE / "records" / f"{track}-{on}.json").is_file():
+        raise SystemExit(f"speedrun: --on {on}: there is no record speedrun/records/{track}-{on}.json")
+    if out.exists():
+        raise SystemExit(f"speedrun: {out} exists: a record is one uninterrupted run; move it away to run again")
+    train = ["-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--exclude", "tatoeba",
+             "--time-limit", str(TRACKS[track]), "--threads", "2", "--progress", "lines", *options]
+    RUNS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(log, "w") as err:
+        if subprocess.run([sys.executable, *train], cwd=ROOT, stderr=err).returncode != 0:
+            raise SystemExit(f"speedrun: training failed; see {log}")
+    wall = time.perf_counter() - started
+    torch.set_num_threads(2)
+    ckpt = load_checkpoint(out, device="cpu")
+    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
+    valid = {a: evaluate_checkpoint(ckpt, split="valid", beam=4, alpha=a, limit=1000, corpus=corpus)["sacrebleu"]
+             for a in ALPHAS}
+    alpha = max(valid, key=valid.get)
+    greedy, beam = evaluate_public(ckpt, beam=1, limit=limit), evaluate_public(ckpt, beam=4, alpha=alpha, limit=limit)
+    progress = ckpt.payload["progress"]
+    record = {"kind": "speedrun", "track": track, "name": name, "change": change, "on": on,
+              "command": shlex.join(["python", "speedrun/run.py", track, name, change, *(["--on", on] if on else []),
+                                     "--", *options]),
+              "train_command": shlex.join(["python", *train]), "budget_minutes": TRACKS[track],
+              "training_minutes": progress["seconds"] / 60, "wall_minutes": wall / 60, "updates": progress["step"],
+              "parameters": ckpt.parameters, "config": ckpt.payload["config"],
+              "valid_beam4_by_alpha": valid, "alpha": alpha, "signature": beam["signature"],
+              **{search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]} for search, r in (("greedy", greedy),
+                                                                                          ("beam4", beam))},
+              "counts_beam4": sentence_counts(beam["hypotheses"], [t for _, t in read_tatoeba_test()[:limit]])}
+    return write_record(HERE / "records" / f"{track}-{name}.json", record)
+
+
+def table() -> Path:
+    """records/speedrun.json: a row per record, each track in the order its records were made."""
+    import numpy as np
+
+    from nmt_lib.metrics import paired_bootstrap
+    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
+                     key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
+    named = {(r["track"], r["name"]): r for r in records}
+    rows = []
+    for r in records:
+        gain = "the baseline"
+        if r["on"] is not None:
+            base = named[r["track"], r["on"]]
+            mine, theirs = paired_bootstrap(counts_of(r), counts_of(base))
+            low, high = np.percentile(mine - theirs, [2.5, 97.5])
+            gain = (f"{r['beam4']['sacrebleu'] - base['beam4']['sacrebleu']:+.2f} ({low:+.2f} to {high:+.2f}) "
+                    f"over {r['on']}")
+        rows.append([r["track"], r["name"], r["change"], f"**{r['beam4']['sacrebleu']:.2f}** (α {r['alpha']:g})",
+                     f"{r['greedy']['sacrebleu']:.2f}", gain,
+                     f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M "
+                     f"parameters", r["machine"]["cpu"], f"`{r['command']}`"])
+    columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy",
+               "gain over the record it builds on (95% interval)", "training", "CPU", "command"]
+    return write_record(RECORDS / "speedrun.json", {
+        "kind": "speedrun table", "command": "python speedrun/run.py --table",
+        "caption": f"sacreBLEU on the public Tatoeba test, {records[0]['signature'] if records else ''}; rendered "
+                   "from speedrun/records/ by `python speedrun/run.py --table`",
+        "tables": [{"columns": columns, "rows": rows, "align": "llllrrlll"}]})
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("track", nargs="?", choices=list(TRACKS))
+    parser.add_argument("name", nargs="?", help="the record's name: letters, digits and dashes")
+    parser.add_argument("change", nargs="?", help="what the run changes, in a few words")
+    parser.add_argument("--on", help="the record of this track that the run changes (none: a baseline)")
+    parser.add_argument("--table", action="store_true", help="only render records/speedrun.json")
+    args, options = parser.parse_known_args(argv)
+    options = [o for o in options if o != "--"]
+    if not args.table:
+        if not (args.track and args.name and args.change) or not args.name.replace("-", "").isalnum():
+            parser.error("give the track, a name (letters, digits, dashes) and what the run changes")
+        print(f"speedrun: wrote {run(args.track, args.name, args.change, args.on, options)}")
+    print(f"speedrun: wrote {table()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The speedrun's record table (speedrun/run.py): each record beside the one it builds on, with the gain's
+paired-bootstrap interval (chapter 4a) over the test sentences."""
+import importlib.util
+import json
+
+import numpy as np
+
+from conftest import ROOT
+from nmt_lib.metrics import bleu_from_counts
+
+
+def runner():
+    spec = importlib.util.spec_from_file_location("speedrun_run", ROOT / "speedrun" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_an_interval(tmp_path, monkeypatch):
+    run = runner()
+    (tmp_path / "records").mkdir()
+    monkeypatch.setattr(run, "HERE", tmp_path)
+    monkeypatch.setattr(run, "RECORDS", tmp_path)
+    rng = np.random.default_rng(0)
+    words = "the cat dog sat ran on under a mat rug today at home".split()
+    refs = [" ".join(rng.choice(words, 8)) for _ in range(200)]
+    worse = [" ".join(r.split()[:5] + ["x", "y", "z"]) for r in refs]      # the last three words wrong
+    better = [r if i % 2 else w for i, (r, w) in enumerate(zip(refs, worse))]
+    bleu = {}
+    for name, on, hyps, day in (("base", None, worse, "1"), ("better", "base", better, "2")):
+        counts = run.sentence_counts(hyps, refs)
+        bleu[name] = bleu_from_counts(np.sum([[int(n) for n in c.split()] for c in counts], axis=0))
+        record = {"track": "quick", "name": name, "change": name, "on": on, "recorded": day, "alpha": 1.0,
+                  "beam4": {"sacrebleu": bleu[name]}, "greedy": {"sacrebleu": 0.0}, "counts_beam4": counts,
+                  "training_minutes": 30.0, "updates": 10, "parameters": 1e6, "machine": {"cpu": "a CPU"},
+                  "command": "python speedrun/run.py ...", "signature": "sig"}
+        (tmp_path / "records" / f"quick-{name}.json").write_text(json.dumps(record))
+    run.table()
+    rows = json.loads((tmp_path / "speedrun.json").read_text())["tables"][0]["rows"]
+    assert [r[1] for r in rows] == ["base", "better"] and rows[0][5] == "the baseline"
+    gain, interval = rows[1][5].split(" (")
+    low, high = (float(x) for x in interval.split(")")[0].split(" to "))
+    assert float(gain) == round(bleu["better"] - bleu["base"], 2) and 0 < low < float(gain) < high
+    assert rows[1][5].endswith("over base")
