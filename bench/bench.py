@@ -479,10 +479,9 @@ def bench_cpu_translation(args, report):
     sacreBLEU; int8's difference from fp32 with chapter 4a's paired-bootstrap interval."""
     import numpy as np
     import sacrebleu
-    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    from nmt_lib.metrics import bleu_counts, bleu_from_counts, paired_bootstrap
-    from nmt_lib.run.inference import SORTED_LINES, int8, translate_lines
+    from nmt_lib.metrics import bleu_from_counts, paired_bootstrap
+    from nmt_lib.run.inference import SORTED_LINES, int8, sacrebleu_counts, translate_lines
     from nmt_lib.run.published import load_published
     from nmt_lib.run.testsets import read_tatoeba_test
 
@@ -504,9 +503,7 @@ def bench_cpu_translation(args, report):
                       "sacrebleu": metric.corpus_score(hyps, [refs]).score}
         report(f"one core, {name}: {pieces / seconds:,.0f} source pieces/s, BLEU {runs[name]['sacrebleu']:.2f}")
     torch.set_num_threads(threads)
-    tokenize = Tokenizer13a()
-    counts = {k: [bleu_counts(tokenize(h).split(), [tokenize(r).split()]) for h, r in zip(v["hypotheses"], refs)]
-              for k, v in runs.items()}
+    counts = {k: sacrebleu_counts(v["hypotheses"], refs) for k, v in runs.items()}
     for k, c in counts.items():          # chapter 4a's counts on sacreBLEU's tokens give sacreBLEU's score
         assert abs(bleu_from_counts(np.sum(c, axis=0)) - runs[k]["sacrebleu"]) < 0.01, k
     a, b = paired_bootstrap(counts["sorted, int8"], counts["sorted"])

@@ -33,14 +33,10 @@ RUNS = ROOT / "runs" / "speedrun"
 
 
 def sentence_counts(hypotheses, references) -> list[str]:
-    """Chapter 4a's BLEU counts of each sentence, on sacreBLEU's 13a tokens (what the paired bootstrap draws),
-    each sentence's as one string of numbers, so that a record holds a line per sentence."""
-    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
-
-    from nmt_lib.metrics import bleu_counts
-    tokenize = Tokenizer13a()
-    return [" ".join(map(str, bleu_counts(tokenize(h).split(), [tokenize(r).split()])))
-            for h, r in zip(hypotheses, references)]
+    """Each test sentence's BLEU counts (`sacrebleu_counts`, what the paired bootstrap draws) as one string of
+    numbers, so that a record holds a line per sentence."""
+    from nmt_lib.run.inference import sacrebleu_counts
+    return [" ".join(map(str, counts)) for counts in sacrebleu_counts(hypotheses, references)]
 
 
 def counts_of(record: dict) -> list[list[int]]:
@@ -54,7 +50,6 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     from nmt_lib.run.checkpoint import load_checkpoint
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
-    from nmt_lib.run.testsets import read_tatoeba_test
 
     out, log = RUNS / f"{track}-{name}.pt", RUNS / f"{track}-{name}.log"
     if on is not None and not (HERE / "records" / f"{track}-{on}.json").is_file():
@@ -86,7 +81,7 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
               "valid_beam4_by_alpha": valid, "alpha": alpha, "signature": beam["signature"],
               **{search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]} for search, r in (("greedy", greedy),
                                                                                           ("beam4", beam))},
-              "counts_beam4": sentence_counts(beam["hypotheses"], [t for _, t in read_tatoeba_test()[:limit]])}
+              "counts_beam4": sentence_counts(beam["hypotheses"], beam["reference_lines"])}
     return write_record(HERE / "records" / f"{track}-{name}.json", record)
 
 

@@ -5,7 +5,7 @@ chapters' code where the two must agree, and against properties that define the 
 hidden cases compare every value (`grading/hidden.py`)."""
 import torch
 
-from nmt_lib.checks.core import CheckFailed, compare, learner_call, passed, result
+from nmt_lib.checks.core import CheckFailed, compare, learner_call, passed, result, same
 from nmt_lib.checks.transformer import load_course_weights, output_of
 
 
@@ -58,14 +58,10 @@ def check_alibi_bias(fn) -> str:
                 raise CheckFailed(f"{case}: the bias is a penalty, 0 at the query's own position and more negative "
                                   "with distance; yours has positive values")
             from_zero = expected[0, 0] * 2.0 ** (8 / h)                   # slope 2^0 = 1 for the first head
-            if not same_shape_close(got[0, 0], expected[0, 0]) and same_shape_close(got[0, 0], from_zero):
+            if not same(got[0, 0], expected[0, 0], atol=1e-6) and same(got[0, 0], from_zero, atol=1e-6):
                 raise CheckFailed(f"{case}: head h has slope 2^(-8h/H) counting from h = 1, not h = 0")
         compare(case, got, expected)
     return passed("ALiBi bias", cases)
-
-
-def same_shape_close(a, b) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-6)
 
 
 def _slices(course, x, window):

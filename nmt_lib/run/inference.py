@@ -237,7 +237,17 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float 
             "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam,
             "alpha": alpha if beam > 1 else None,
             "score_line": str(score), "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
-            "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score, "hypotheses": hyps}
+            "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score, "hypotheses": hyps, "reference_lines": refs[0]}
+
+
+def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
+    """Each sentence's BLEU counts (chapter 4a's `bleu_counts`) on sacreBLEU's 13a tokens: summed, they give
+    sacreBLEU's score, and `paired_bootstrap` draws them to put an interval on a difference of two systems."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    from nmt_lib.metrics import bleu_counts
+    tokenize = Tokenizer13a()
+    return [bleu_counts(tokenize(h).split(), [tokenize(r).split()]) for h, r in zip(hypotheses, references)]
 
 
 def search_name(r: dict) -> str:
