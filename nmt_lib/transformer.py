@@ -67,6 +67,9 @@ class TransformerConfig:
     n_layers: int = setting(
         3, "encoder blocks, and as many decoder blocks", aliases=["--layers"]
     )
+    dec_layers: int | None = setting(
+        None, "decoder blocks when not as many as n_layers (a shallow decoder)"
+    )
     dropout: float = setting(
         0.1, "on embeddings, attention weights and every sublayer output"
     )
@@ -202,7 +205,7 @@ class TransformerDecoder(nn.Module):
         )
         self.pos = parts.positions(cfg, cfg.max_len)
         self.blocks = nn.ModuleList(
-            DecoderBlock(cfg, parts) for _ in range(cfg.n_layers)
+            DecoderBlock(cfg, parts) for _ in range(cfg.dec_layers or cfg.n_layers)
         )
         self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
         self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)

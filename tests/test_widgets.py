@@ -76,6 +76,23 @@ def test_the_app_translates_redraws_and_shows_messages(tiny):
     assert app.message.value == "" and app.image.value[:4] == b"\x89PNG"
 
 
+def test_a_shallow_decoder_decodes_with_its_own_depth_and_the_app_offers_each_kind_its_layers(tiny):
+    _, src, tgt = tiny
+    torch.manual_seed(0)
+    cfg = TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3, dec_layers=1)
+    model = Transformer(cfg).eval()
+    assert (len(model.encoder.blocks), len(model.decoder.blocks)) == (3, 1)
+    exp = explore(model, src, tgt, "he is here .")
+    assert exp.maps["encoder"].shape[0] == 3 and exp.maps["cross"].shape[0] == exp.maps["decoder_self"].shape[0] == 1
+    app = TranslatorApp(model, src, tgt, example="he is here .")
+    assert app.layer.options == (1,)
+    app.kind.value = "encoder self-attention"
+    app.layer.value = 3
+    assert app.image.value[:4] == b"\x89PNG"
+    app.kind.value = "cross-attention"                                # layer 3 does not exist there: back to 1
+    assert app.layer.value == 1 and app.image.value[:4] == b"\x89PNG"
+
+
 def test_static_views_need_no_javascript(tiny):
     page = static_views(*tiny, ["i am cold .", "go !"])
     assert "<script" not in page

@@ -230,7 +230,7 @@ class TranslatorApp:
 
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.max_len, self.prepare = max_len, prepare
-        layers, heads = model.cfg.n_layers, model.cfg.n_heads
+        layers, heads = self.layers("cross-attention"), model.cfg.n_heads
         self.text = w.Text(
             value=example,
             placeholder="Type an English sentence",
@@ -265,6 +265,7 @@ class TranslatorApp:
         self.text.observe(lambda _: self.translate(), names="value")
         for control in (self.search, self.beam):
             control.observe(lambda _: self.translate(), names="value")
+        self.kind.observe(lambda _: self.choose_layers(), names="value")
         for control in (self.kind, self.layer, self.head):
             control.observe(lambda _: self.redraw(), names="value")
         self.widget = w.VBox(
@@ -330,6 +331,16 @@ class TranslatorApp:
             )
         )
         self.redraw()
+
+    def layers(self, kind: str) -> int:
+        """How many layers `kind`'s maps have: the encoder's, or the decoder's (which may be shallower)."""
+        cfg = self.model.cfg
+        return cfg.n_layers if KINDS[kind][0] == "encoder" else cfg.dec_layers or cfg.n_layers
+
+    def choose_layers(self):
+        layers, chosen = self.layers(self.kind.value), self.layer.value
+        self.layer.options = list(range(1, layers + 1))
+        self.layer.value = min(chosen, layers)
 
     def redraw(self):
         """Draw the chosen kind, layer and head of the current translation; return the

@@ -42,8 +42,9 @@ def check_model_size(config: dict, *, parts=None, training: bool, what: str = "t
     if config["max_len"] > MAX_POSITIONS:
         raise ValueError(f"max_len must be at most {MAX_POSITIONS:,} (the positional table holds max_len x d_model "
                          f"numbers), got {config['max_len']:,}{hint}")
-    if config["n_layers"] > MAX_LAYERS:
-        raise ValueError(f"{what} would have {config['n_layers']:,} layers; the course's tools stop at "
+    layers = max(config["n_layers"], config.get("dec_layers") or 0)
+    if layers > MAX_LAYERS:
+        raise ValueError(f"{what} would have {layers:,} layers; the course's tools stop at "
                          f"{MAX_LAYERS:,} (each layer's modules take memory whatever their width){hint}")
     try:
         n = transformer_parameters(config, parts)
