@@ -3,6 +3,7 @@
 cores, score it on the public Tatoeba test, keep the run's record, and render the record table.
 
     python speedrun/run.py quick NAME "what it changes" --on BASE -- TRAIN OPTIONS ...   # one record
+    python speedrun/run.py main NAME "what it changes" --on BASE --resume -- TRAIN OPTIONS  # go on after a stop
     python speedrun/run.py --table                          # records/speedrun.json from speedrun/records/
 
 A run is `python -m nmt_lib train --exclude tatoeba --time-limit BUDGET --threads 2` with the options given: the
@@ -12,13 +13,16 @@ on 1,000 validation sentences, and the public Tatoeba test is translated greedil
 sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the commands, the training time and the CPU, the
 scores, and each test sentence's BLEU counts (chapter 4a's), from which the table gives a record's gain over the
 record it builds on (`--on`), with its paired-bootstrap interval.
+
+A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C, or a kill, which loses the
+updates since the last checkpoint) goes on with `--resume`, for the minutes its checkpoint has left; the record
+lists the sessions it trained in.
 """
 import argparse
 import json
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +47,10 @@ def counts_of(record: dict) -> list[list[int]]:
     return [[int(n) for n in line.split()] for line in record["counts_beam4"]]
 
 
-def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None) -> Path:
-    """Train, score and write the record; `limit` scores only the test's first lines (for trying the script)."""
+def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None,
+        resume: bool = False) -> Path:
+    """Train, score and write the record; `resume` goes on with the run's checkpoint for the budget it has left;
+    `limit` scores only the test's first lines (for trying the script)."""
     import torch
 
     from nmt_lib.run.checkpoint import load_checkpoint
@@ -54,16 +60,23 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     out, log = RUNS / f"{track}-{name}.pt", RUNS / f"{track}-{name}.log"
     if on is not None and not (HERE / "records" / f"{track}-{on}.json").is_file():
         raise SystemExit(f"speedrun: --on {on}: there is no record speedrun/records/{track}-{on}.json")
-    if out.exists():
-        raise SystemExit(f"speedrun: {out} exists: a record is one uninterrupted run; move it away to run again")
+    if out.exists() != resume:
+        raise SystemExit(f"speedrun: {out} exists; pass --resume to go on with its run, or move it away to run "
+                         "again" if out.exists() else f"speedrun: --resume: there is no {out} to go on with")
     train = ["-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--exclude", "tatoeba",
              "--time-limit", str(TRACKS[track]), "--threads", "2", "--progress", "lines", *options]
+    command = train
+    if resume:
+        progress = load_checkpoint(out, device="cpu").payload["progress"]
+        left = TRACKS[track] - progress["seconds"] / 60
+        command = None if progress["stopped"] == "time_limit" else [
+            "-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--resume", "--time-limit", f"{left:.2f}",
+            "--threads", "2", "--progress", "lines"]
     RUNS.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with open(log, "w") as err:
-        if subprocess.run([sys.executable, *train], cwd=ROOT, stderr=err).returncode != 0:
-            raise SystemExit(f"speedrun: training failed; see {log}")
-    wall = time.perf_counter() - started
+    if command is not None:
+        with open(log, "a" if resume else "w") as err:
+            if subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err).returncode != 0:
+                raise SystemExit(f"speedrun: training stopped or failed; see {log}, and go on with --resume")
     torch.set_num_threads(2)
     ckpt = load_checkpoint(out, device="cpu")
     corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
@@ -76,7 +89,7 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
               "command": shlex.join(["python", "speedrun/run.py", track, name, change, *(["--on", on] if on else []),
                                      "--", *options]),
               "train_command": shlex.join(["python", *train]), "budget_minutes": TRACKS[track],
-              "training_minutes": progress["seconds"] / 60, "wall_minutes": wall / 60, "updates": progress["step"],
+              "training_minutes": progress["seconds"] / 60, "sessions": progress["sessions"], "updates": progress["step"],
               "parameters": ckpt.parameters, "config": ckpt.payload["config"],
               "valid_beam4_by_alpha": valid, "alpha": alpha, "signature": beam["signature"],
               **{search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]} for search, r in (("greedy", greedy),
@@ -86,7 +99,8 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
 
 
 def table() -> Path:
-    """records/speedrun.json: a row per record, each track in the order its records were made."""
+    """records/speedrun.json: a row per record, each track in the order its records were made; and
+    records/speedrun-best.json, the README's: each track's best record by its beam-4 score, without its command."""
     import numpy as np
 
     from nmt_lib.metrics import paired_bootstrap
@@ -108,6 +122,15 @@ def table() -> Path:
                      f"parameters", r["machine"]["cpu"], f"`{r['command']}`"])
     columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy",
                "gain over the record it builds on (95% interval)", "training", "CPU", "command"]
+    best = {}                                                      # track -> (row, record), tracks in order
+    for row, r in zip(rows, records):
+        if r["track"] not in best or r["beam4"]["sacrebleu"] > best[r["track"]][1]["beam4"]["sacrebleu"]:
+            best[r["track"]] = row, r
+    write_record(RECORDS / "speedrun-best.json", {
+        "kind": "speedrun table", "command": "python speedrun/run.py --table",
+        "caption": "each track's best record by its beam-4 score; every record, with its command, on "
+                   "[the speedrun page](book/speedrun.md)",
+        "tables": [{"columns": columns[:-1], "rows": [row[:-1] for row, _ in best.values()], "align": "llllrrll"}]})
     return write_record(RECORDS / "speedrun.json", {
         "kind": "speedrun table", "command": "python speedrun/run.py --table",
         "caption": f"sacreBLEU on the public Tatoeba test, {records[0]['signature'] if records else ''}; rendered "
@@ -121,13 +144,14 @@ def main(argv=None) -> int:
     parser.add_argument("name", nargs="?", help="the record's name: letters, digits and dashes")
     parser.add_argument("change", nargs="?", help="what the run changes, in a few words")
     parser.add_argument("--on", help="the record of this track that the run changes (none: a baseline)")
+    parser.add_argument("--resume", action="store_true", help="go on with the run's checkpoint for its budget's rest")
     parser.add_argument("--table", action="store_true", help="only render records/speedrun.json")
     args, options = parser.parse_known_args(argv)
     options = [o for o in options if o != "--"]
     if not args.table:
         if not (args.track and args.name and args.change) or not args.name.replace("-", "").isalnum():
             parser.error("give the track, a name (letters, digits, dashes) and what the run changes")
-        print(f"speedrun: wrote {run(args.track, args.name, args.change, args.on, options)}")
+        print(f"speedrun: wrote {run(args.track, args.name, args.change, args.on, options, resume=args.resume)}")
     print(f"speedrun: wrote {table()}")
     return 0
 

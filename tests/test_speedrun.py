@@ -42,3 +42,27 @@ def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_
     low, high = (float(x) for x in interval.split(")")[0].split(" to "))
     assert float(gain) == round(bleu["better"] - bleu["base"], 2) and 0 < low < float(gain) < high
     assert rows[1][5].endswith("over base")
+
+
+def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tmp_path, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    import pytest
+
+    import nmt_lib.run.checkpoint as checkpoint
+    run = runner()
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "quick-a.pt").write_bytes(b"")
+    progress = {"seconds": 12 * 60.0, "stopped": "SIGTERM", "step": 700}
+    monkeypatch.setattr(checkpoint, "load_checkpoint", lambda *a, **k: SimpleNamespace(payload={"progress": progress}))
+    commands = []
+    monkeypatch.setattr(subprocess, "run", lambda command, **k: commands.append(command) or SimpleNamespace(returncode=1))
+    with pytest.raises(SystemExit, match="exists; pass --resume"):
+        run.run("quick", "a", "a change", None, ["--d-model", "64"])
+    with pytest.raises(SystemExit, match="go on with --resume"):              # the stub's training "fails" here
+        run.run("quick", "a", "a change", None, ["--d-model", "64"], resume=True)
+    resumed = commands[0][commands[0].index("train"):]
+    assert "--resume" in resumed and resumed[resumed.index("--time-limit") + 1] == "18.00"

@@ -18,16 +18,16 @@ from pathlib import Path
 from nmt_lib.run.inference import search_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "recipe-tatoeba", "modern-switches",
+TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "speedrun-best", "modern-switches",
                         "modern-tatoeba"),
           "book/teachers.md": ("module-plan", "chapter-times", "solution-times"),
-          "book/results.md": ("learner-results", "tatoeba-public", "recipe-tatoeba", "modern-tatoeba",
+          "book/results.md": ("learner-results", "tatoeba-public", "modern-tatoeba",
                               "published-subwords", "published-words", "ablation-subwords", "chapter-figures"),
-          "book/benchmarks.md": ("benchmark",), "book/speedrun.md": ("speedrun",),
+          "book/benchmarks.md": ("benchmark",), "book/speedrun.md": ("speedrun", "recipe-tatoeba"),
           "book/command-line.md": ("soak",)}
 RESULTS = ("08_evaluation", "held-out results")       # the notebook and the name of its results table
 OWN_TABLES = ("published-subwords", "published-words", "ablation-subwords", "recipe-tatoeba", "tatoeba-limits",
-              "modern-tatoeba", "soak", "speedrun")      # records/NAME.json that hold their tables
+              "modern-tatoeba", "soak", "speedrun", "speedrun-best")      # records/NAME.json that hold their tables
 LEAD = "**In this chapter:**"
 PUBLIC = ("tatoeba-test-greedy", "tatoeba-test-beam4")   # records/NAME.json of the published model
 
