@@ -48,11 +48,13 @@ def counts_of(record: dict) -> list[list[int]]:
 
 
 def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None,
-        resume: bool = False) -> Path:
+        resume: bool = False, average: int = 1) -> Path:
     """Train, score and write the record; `resume` goes on with the run's checkpoint for the budget it has left;
-    `limit` scores only the test's first lines (for trying the script)."""
+    `average` > 1 scores the mean of the final weights and the last `average` - 1 epoch ends (kept by the
+    training option --keep-last); `limit` scores only the test's first lines (for trying the script)."""
     import torch
 
+    from nmt_lib.run.average import average_checkpoints, kept_epochs
     from nmt_lib.run.checkpoint import load_checkpoint
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
@@ -77,8 +79,15 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
         with open(log, "a" if resume else "w") as err:
             if subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err).returncode != 0:
                 raise SystemExit(f"speedrun: training stopped or failed; see {log}, and go on with --resume")
+    scored = out
+    if average > 1:
+        kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][-(average - 1):]
+        if len(kept) < average - 1:
+            raise SystemExit(f"speedrun: --average {average} needs {average - 1} epoch ends kept beside {out}, "
+                             f"found {len(kept)}: train with --keep-last {average - 1} or more, or average fewer")
+        scored = average_checkpoints([*kept, out], RUNS / f"{track}-{name}.mean.pt")
     torch.set_num_threads(2)
-    ckpt = load_checkpoint(out, device="cpu")
+    ckpt = load_checkpoint(scored, device="cpu")
     corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
     valid = {a: evaluate_checkpoint(ckpt, split="valid", beam=4, alpha=a, limit=1000, corpus=corpus)["sacrebleu"]
              for a in ALPHAS}
@@ -87,9 +96,10 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     progress = ckpt.payload["progress"]
     record = {"kind": "speedrun", "track": track, "name": name, "change": change, "on": on,
               "command": shlex.join(["python", "speedrun/run.py", track, name, change, *(["--on", on] if on else []),
-                                     "--", *options]),
+                                     *(["--average", str(average)] if average > 1 else []), "--", *options]),
               "train_command": shlex.join(["python", *train]), "budget_minutes": TRACKS[track],
               "training_minutes": progress["seconds"] / 60, "sessions": progress["sessions"], "updates": progress["step"],
+              "averaged": ckpt.payload.get("averaged"),
               "parameters": ckpt.parameters, "config": ckpt.payload["config"],
               "valid_beam4_by_alpha": valid, "alpha": alpha, "signature": beam["signature"],
               **{search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]} for search, r in (("greedy", greedy),
@@ -144,6 +154,9 @@ def main(argv=None) -> int:
     parser.add_argument("name", nargs="?", help="the record's name: letters, digits and dashes")
     parser.add_argument("change", nargs="?", help="what the run changes, in a few words")
     parser.add_argument("--on", help="the record of this track that the run changes (none: a baseline)")
+    parser.add_argument("--average", type=int, default=1, metavar="N",
+                        help="score the mean of the final weights and the last N - 1 epoch ends (train with "
+                             "--keep-last N - 1 or more)")
     parser.add_argument("--resume", action="store_true", help="go on with the run's checkpoint for its budget's rest")
     parser.add_argument("--table", action="store_true", help="only render records/speedrun.json")
     args, options = parser.parse_known_args(argv)
@@ -151,7 +164,8 @@ def main(argv=None) -> int:
     if not args.table:
         if not (args.track and args.name and args.change) or not args.name.replace("-", "").isalnum():
             parser.error("give the track, a name (letters, digits, dashes) and what the run changes")
-        print(f"speedrun: wrote {run(args.track, args.name, args.change, args.on, options, resume=args.resume)}")
+        written = run(args.track, args.name, args.change, args.on, options, resume=args.resume, average=args.average)
+        print(f"speedrun: wrote {written}")
     print(f"speedrun: wrote {table()}")
     return 0
 

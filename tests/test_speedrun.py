@@ -66,3 +66,36 @@ def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tm
         run.run("quick", "a", "a change", None, ["--d-model", "64"], resume=True)
     resumed = commands[0][commands[0].index("train"):]
     assert "--resume" in resumed and resumed[resumed.index("--time-limit") + 1] == "18.00"
+
+
+def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_ends_each_counted_once(tmp_path,
+                                                                                                       monkeypatch):
+    import os
+    import subprocess
+    from types import SimpleNamespace
+
+    import pytest
+
+    import nmt_lib.run.average as average
+    import nmt_lib.run.checkpoint as checkpoint
+    run = runner()
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+    for epoch in (2, 3, 4, 5):
+        (tmp_path / "runs" / f"quick-a.epoch{epoch}.pt").write_bytes(bytes([epoch]))
+    os.link(tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt")   # stopped at an epoch end
+    finished = SimpleNamespace(payload={"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}})
+    monkeypatch.setattr(checkpoint, "load_checkpoint", lambda *a, **k: finished)     # nothing left to train
+    monkeypatch.setattr(subprocess, "run", lambda command, **k: pytest.fail("a finished run trained again"))
+    averaged = []
+
+    def mean(paths, out):
+        averaged.extend(p.name for p in paths)
+        raise SystemExit("averaged")
+    monkeypatch.setattr(average, "average_checkpoints", mean)
+    with pytest.raises(SystemExit, match="averaged"):
+        run.run("quick", "a", "a change", None, [], resume=True, average=3)
+    assert averaged == ["quick-a.epoch3.pt", "quick-a.epoch4.pt", "quick-a.pt"]
+    with pytest.raises(SystemExit, match="needs 4 epoch ends"):
+        run.run("quick", "a", "a change", None, [], resume=True, average=5)
