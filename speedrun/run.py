@@ -55,7 +55,7 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     import torch
 
     from nmt_lib.run.average import average_checkpoints, kept_epochs
-    from nmt_lib.run.checkpoint import load_checkpoint
+    from nmt_lib.run.checkpoint import load_checkpoint, read_payload
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
 
@@ -65,15 +65,13 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     if out.exists() != resume:
         raise SystemExit(f"speedrun: {out} exists; pass --resume to go on with its run, or move it away to run "
                          "again" if out.exists() else f"speedrun: --resume: there is no {out} to go on with")
-    train = ["-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--exclude", "tatoeba",
-             "--time-limit", str(TRACKS[track]), "--threads", "2", "--progress", "lines", *options]
+    base = ["-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--threads", "2", "--progress", "lines"]
+    train = [*base, "--exclude", "tatoeba", "--time-limit", str(TRACKS[track]), *options]
     command = train
     if resume:
-        progress = load_checkpoint(out, device="cpu").payload["progress"]
+        progress = read_payload(out, "cpu")["progress"]
         left = TRACKS[track] - progress["seconds"] / 60
-        command = None if progress["stopped"] == "time_limit" else [
-            "-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--resume", "--time-limit", f"{left:.2f}",
-            "--threads", "2", "--progress", "lines"]
+        command = None if progress["stopped"] == "time_limit" else [*base, "--resume", "--time-limit", f"{left:.2f}"]
     RUNS.mkdir(parents=True, exist_ok=True)
     if command is not None:
         with open(log, "a" if resume else "w") as err:

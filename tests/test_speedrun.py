@@ -57,7 +57,7 @@ def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tm
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "quick-a.pt").write_bytes(b"")
     progress = {"seconds": 12 * 60.0, "stopped": "SIGTERM", "step": 700}
-    monkeypatch.setattr(checkpoint, "load_checkpoint", lambda *a, **k: SimpleNamespace(payload={"progress": progress}))
+    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: {"progress": progress})
     commands = []
     monkeypatch.setattr(subprocess, "run", lambda command, **k: commands.append(command) or SimpleNamespace(returncode=1))
     with pytest.raises(SystemExit, match="exists; pass --resume"):
@@ -72,7 +72,6 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
                                                                                                        monkeypatch):
     import os
     import subprocess
-    from types import SimpleNamespace
 
     import pytest
 
@@ -85,8 +84,8 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
     for epoch in (2, 3, 4, 5):
         (tmp_path / "runs" / f"quick-a.epoch{epoch}.pt").write_bytes(bytes([epoch]))
     os.link(tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt")   # stopped at an epoch end
-    finished = SimpleNamespace(payload={"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}})
-    monkeypatch.setattr(checkpoint, "load_checkpoint", lambda *a, **k: finished)     # nothing left to train
+    finished = {"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}}
+    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: finished)        # nothing left to train
     monkeypatch.setattr(subprocess, "run", lambda command, **k: pytest.fail("a finished run trained again"))
     averaged = []
 

@@ -333,9 +333,9 @@ class TranslatorApp:
         self.redraw()
 
     def layers(self, kind: str) -> int:
-        """How many layers `kind`'s maps have: the encoder's, or the decoder's (which may be shallower)."""
-        cfg = self.model.cfg
-        return cfg.n_layers if KINDS[kind][0] == "encoder" else cfg.dec_layers or cfg.n_layers
+        """How many layers `kind`'s maps have: the encoder's blocks, or the decoder's (which may be fewer)."""
+        model = self.model
+        return len(model.encoder.blocks if KINDS[kind][0] == "encoder" else model.decoder.blocks)
 
     def choose_layers(self):
         layers, chosen = self.layers(self.kind.value), self.layer.value
