@@ -54,7 +54,7 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     training option --keep-last); `limit` scores only the test's first lines (for trying the script)."""
     import torch
 
-    from nmt_lib.run.average import average_checkpoints, kept_epochs
+    from nmt_lib.run.average import average_checkpoints, ema_checkpoint, kept_epochs
     from nmt_lib.run.checkpoint import load_checkpoint, read_payload
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
@@ -78,7 +78,11 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
             if subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err).returncode != 0:
                 raise SystemExit(f"speedrun: training stopped or failed; see {log}, and go on with --resume")
     scored = out
-    if average > 1:
+    if read_payload(out, "cpu").get("ema") is not None:       # trained with --ema: its moving average is the model
+        if average > 1:
+            raise SystemExit("speedrun: --average and a run trained with --ema: score one or the other")
+        scored = ema_checkpoint(out, RUNS / f"{track}-{name}.ema.pt")
+    elif average > 1:
         kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][-(average - 1):]
         if len(kept) < average - 1:
             raise SystemExit(f"speedrun: --average {average} needs {average - 1} epoch ends kept beside {out}, "

@@ -98,3 +98,30 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
     assert averaged == ["quick-a.epoch3.pt", "quick-a.epoch4.pt", "quick-a.pt"]
     with pytest.raises(SystemExit, match="needs 4 epoch ends"):
         run.run("quick", "a", "a change", None, [], resume=True, average=5)
+
+
+def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_average_too(tmp_path, monkeypatch):
+    import subprocess
+
+    import pytest
+
+    import nmt_lib.run.average as average
+    import nmt_lib.run.checkpoint as checkpoint
+    run = runner()
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    monkeypatch.setattr(run, "RUNS", tmp_path)
+    (tmp_path / "quick-a.pt").write_bytes(b"")
+    finished = {"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}, "ema": {"n_averaged": 900}}
+    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: finished)
+    monkeypatch.setattr(subprocess, "run", lambda command, **k: pytest.fail("a finished run trained again"))
+    made = []
+    monkeypatch.setattr(average, "ema_checkpoint", lambda path, out: made.append(path.name) or out)
+
+    def scored(path, **k):
+        raise SystemExit(f"scored {path.name}")
+    monkeypatch.setattr(checkpoint, "load_checkpoint", scored)
+    with pytest.raises(SystemExit, match="scored quick-a.ema.pt"):
+        run.run("quick", "a", "a change", None, [], resume=True)
+    assert made == ["quick-a.pt"]
+    with pytest.raises(SystemExit, match="--average and a run trained with --ema"):
+        run.run("quick", "a", "a change", None, [], resume=True, average=3)

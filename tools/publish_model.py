@@ -39,7 +39,9 @@ def card_tables(ckpt, records: list[dict]) -> dict:
                                         ["epochs trained", progress.get("epoch", 1) - 1]]
     training += [[f"session {i}", f"updates {s['from_update']:,} to {s['to_update']:,}: {s['seconds'] / 60:.1f} min "
                   f"on {s['machine']}"] for i, s in enumerate(progress.get("sessions") or [], 1)]
-    if payload.get("averaged"):
+    if payload.get("averaged") == "ema":
+        training.append(["averaged", f"the moving average of the weights, decay {payload['train']['ema']}"])
+    elif payload.get("averaged"):
         training.append(["averaged: the mean of the epoch ends at updates",
                          ", ".join(f"{u:,}" for u in payload["averaged"])])
     scores = [[r["split"], figure(r["sentences"]), search_name(r), f"{r['sacrebleu']:.1f}", f"{r['chrf']:.1f}",

@@ -2,6 +2,10 @@
 paper averages the last 5 or 20). `train --keep-last N` keeps the last N epoch ends to average.
 
     python -m nmt_lib average --out runs/avg.pt runs/big.epoch25.pt runs/big.epoch26.pt runs/big.epoch27.pt
+
+A run trained with `--ema DECAY` keeps a moving average of its weights instead; `average --ema` writes it out:
+
+    python -m nmt_lib average --ema --out runs/big.ema.pt runs/big.pt
 """
 import os
 import re
@@ -54,6 +58,8 @@ def add_parser(sub):
                        "checkpoint, and keeps the training history of the latest one, but cannot be resumed.")
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="checkpoints written by train")
     p.add_argument("--out", required=True, help="checkpoint file to write")
+    p.add_argument("--ema", action="store_true", help="write instead the moving average of the weights that one "
+                   "checkpoint of a run trained with --ema holds")
     return p
 
 
@@ -77,9 +83,7 @@ def average_checkpoints(paths, out) -> Path:
                 raise ValueError(f"{path} is named twice (or is a link to {other}): it would count twice")
         if out.exists() and path.exists() and os.path.samefile(path, out):
             raise ValueError(f"--out {out} is one of the checkpoints to average: write the mean to another file")
-    if out.exists() and (read_payload(out, "cpu") or {}).get("optimizer") is not None:
-        raise ValueError(f"--out {out} is a run's checkpoint, which it could no longer resume from: write the "
-                         "mean to another file")
+    refuse_a_runs_checkpoint(out)
     total, first, latest, steps = None, None, None, {}
     for path in paths:
         ckpt = load_checkpoint(path, device="cpu")
@@ -102,7 +106,34 @@ def average_checkpoints(paths, out) -> Path:
     return atomic_save(payload, out)
 
 
+def refuse_a_runs_checkpoint(out: Path):
+    if out.exists() and (read_payload(out, "cpu") or {}).get("optimizer") is not None:
+        raise ValueError(f"--out {out} is a run's checkpoint, which it could no longer resume from: write the "
+                         "averaged weights to another file")
+
+
+def ema_checkpoint(path, out) -> Path:
+    """Write to `out` the moving average of the weights that the checkpoint at `path` keeps (`train --ema`), as
+    a model of its own: the same settings and history, "averaged": "ema", and no optimizer state."""
+    path, out = Path(path), Path(out)
+    if out.exists() and path.exists() and os.path.samefile(path, out):
+        raise ValueError(f"--out {out} is the checkpoint itself: write the moving average to another file")
+    refuse_a_runs_checkpoint(out)
+    payload = load_checkpoint(path, device="cpu").payload        # a usable checkpoint, or CheckpointError
+    if payload.get("ema") is None:
+        raise ValueError(f"{path} keeps no moving average of its weights: train with --ema DECAY (e.g. 0.999)")
+    weights = {name.removeprefix("module."): t for name, t in payload["ema"].items() if name != "n_averaged"}
+    return atomic_save({**payload, "state_dict": weights, "ema": None, "optimizer": None, "schedule": None,
+                        "scaler": None, "averaged": "ema"}, out)
+
+
 def average_command(args, parser) -> int:
+    if args.ema:
+        if len(args.checkpoints) != 1:
+            parser.error("average --ema takes one checkpoint, whose moving average it writes")
+        print(f"wrote the moving average of {args.checkpoints[0]}'s weights to "
+              f"{ema_checkpoint(args.checkpoints[0], args.out)}")
+        return 0
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
     return 0

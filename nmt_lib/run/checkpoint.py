@@ -27,11 +27,12 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, *, data: dict, train=None,
-                    progress: dict | None = None, optimizer=None, schedule=None, scaler=None) -> Path:
+                    progress: dict | None = None, optimizer=None, schedule=None, scaler=None, ema=None) -> Path:
     """Write everything needed to translate with, or resume, `model` into one file, atomically.
 
     `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler; `scaler` the fp16 loss
-    scaler (its scale and growth tracker), if it has one. Which model it is: the config, and `parts`,
+    scaler (its scale and growth tracker), if it has one; `ema` the state of the run's moving average of the
+    weights (`train --ema`), if it keeps one. Which model it is: the config, and `parts`,
     chapter 12's switches (None: chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
     return atomic_save({
@@ -42,6 +43,7 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
         "data": dict(data), "preprocess": RAW if keeps_case(data) else PREPROCESS,
         "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
+        "ema": ema,
     }, path)
 
 

@@ -162,7 +162,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         resume = ckpt.payload
         if not all(resume.get(k) for k in ("progress", "optimizer", "schedule", "train")):
             raise CheckpointError(f"{out} holds no training state to resume from" + (
-                ": it is the mean of several checkpoints (average); resume the run's own --out" if
+                ": it holds averaged weights (average); resume the run's own --out" if
                 resume.get("averaged") else ""))
         saved = resume["train"]
         differ = resume_differences(args, resume, saved)

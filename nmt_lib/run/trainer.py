@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged
@@ -39,6 +40,8 @@ class RunSettings(TrainSettings):
                         "and loss together, a slice of rows at a time", choices=("plain", "sliced"))
     fused_adam: bool = setting(False, "chapter 10's one-kernel Adam update")
     fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
+    ema: float = setting(0.0, "decay of an exponential moving average of the weights, updated after each update "
+                         "and kept in the checkpoint; `average --ema` writes it out as a model (0: none)")
     precision: str = setting("fp32", "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
                              "scaling on older GPUs, else fp32", choices=PRECISIONS)
 
@@ -50,6 +53,8 @@ class RunSettings(TrainSettings):
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.keep_last < 0:
             raise ValueError(f"keep_last must be >= 0, got {self.keep_last}")
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be in [0, 1), e.g. 0.999, got {self.ema}")
         if self.loss not in ("plain", "sliced"):
             raise ValueError(f"loss must be 'plain' or 'sliced', got {self.loss!r}")
         if self.precision not in PRECISIONS:
@@ -106,6 +111,11 @@ class RunHooks(Hooks):
         self.progress = new_progress()
         if self.resume is not None:     # after building the schedule, which sets the rates that loading restores
             self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler, self.device)
+        self.ema = None
+        if settings.ema:                # the library's moving average: a copy of the model, lerped after each update
+            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True)
+            if self.resume is not None:
+                self.ema.load_state_dict(self.resume["ema"])
         if self.world > 1:
             seed_rank(settings.seed, self.progress["step"], self.rank)  # each rank its own dropout masks
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
@@ -151,6 +161,8 @@ class RunHooks(Hooks):
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
         self.tokens_seen += progress["history"]["tokens"][-1]
+        if self.ema is not None:
+            self.ema.update_parameters(model)
         self.show_speed()
         if self.settings.checkpoint_every and progress["step"] % self.settings.checkpoint_every == 0:
             self.save()
@@ -203,7 +215,7 @@ class RunHooks(Hooks):
             save_checkpoint(self.checkpoint, self.model, self.data.src_vocab, self.data.tgt_vocab,
                             train=self.settings, progress=progress, optimizer=self.optimizer,
                             schedule=self.schedule, scaler=self.scaler if self.scaler.is_enabled() else None,
-                            **self.save_kwargs)
+                            ema=self.ema.state_dict() if self.ema is not None else None, **self.save_kwargs)
         if self.checkpoint is not None:                  # every rank knows what rank 0's checkpoint holds
             self.saved_at = progress["step"]
 
