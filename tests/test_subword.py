@@ -166,3 +166,33 @@ def test_checkpoint_keeps_the_tokenizer(tmp_path):
     assert isinstance(ckpt.tgt_vocab, SubwordVocab) and ckpt.src_vocab is ckpt.tgt_vocab
     assert ckpt.model.decoder.dense.weight is ckpt.model.encoder.embedding.weight
     assert ckpt.tgt_vocab.split("nous chantons .") == corpus.tgt_vocab.split("nous chantons .")
+
+
+def test_bpe_dropout_draws_new_pieces_each_epoch_that_spell_the_same_text_and_a_resumed_run_trains_the_same(
+        tmp_path):
+    from nmt_lib.run.trainer import RunSettings, train_run
+    corpus = ParallelCorpus(bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True)
+    loader = corpus.with_bpe_dropout(0.2, max_len=12).loader("train", batch_size=30, max_tokens=300, seed=1)
+    usual, drawn = loader.dataset.src, {}
+    for epoch in (1, 2, 1):
+        loader.batch_sampler.set_epoch(epoch)
+        assert [len(b) for b in loader.batch_sampler] and loader.batch_sampler.lengths == loader.dataset.lengths()
+        drawn.setdefault(epoch, []).append((loader.dataset.src, loader.dataset.tgt))
+    assert drawn[1][0] == drawn[1][1] and drawn[1][0][0] != drawn[2][0][0] != usual
+    assert [corpus.src_vocab.sp.decode(ids) for ids in drawn[2][0][0]] == [corpus.src_vocab.sp.decode(ids) for ids in usual]
+    src, tgt = drawn[2][0]
+    assert all(max(len(s), len(t)) < 12 or s == u for s, t, u in zip(src, tgt, usual))   # too long: the usual pieces
+
+    def model():
+        torch.manual_seed(0)
+        return Transformer(TransformerConfig(400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=64))
+    settings = dict(epochs=3, max_tokens=200, tokens_per_update=100, warmup=3, checkpoint_every=0, bpe_dropout=0.2)
+    straight = model()
+    train_run(straight, corpus, RunSettings(max_steps=28, **settings), report="none")
+    train_run(model(), corpus, RunSettings(max_steps=24, **settings), checkpoint=tmp_path / "run.pt", report="none",
+              save_kwargs={"data": corpus.settings})
+    ckpt = load_checkpoint(tmp_path / "run.pt")
+    assert ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0   # mid-epoch, not the first
+    train_run(ckpt.model, corpus, RunSettings(max_steps=28, **settings), resume=ckpt.payload, report="none")
+    for a, b in zip(straight.state_dict().values(), ckpt.model.state_dict().values()):
+        assert torch.equal(a, b)

@@ -112,6 +112,8 @@ def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
         check_model_size(asdict(smallest), parts=parts, training=True, hint=SIZE_HINT)
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
+        if settings.bpe_dropout and corpus_options.get("tokenizer") != "bpe":
+            raise ValueError("--bpe-dropout samples subword pieces: it needs --tokenizer bpe")
         if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
             raise ValueError("--tie-embeddings needs --shared-vocab: one matrix can only serve one vocabulary")
     except (TypeError, ValueError) as e:

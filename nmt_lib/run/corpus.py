@@ -1,15 +1,19 @@
 """Any parallel corpus on disk as `NMTData`, with the raw references sacreBLEU scores against, and the
 way back from the course's tokens to text."""
+import copy
 import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nmt_lib.data import NMTData, build_vocabs
+import torch
+
+from nmt_lib.data import BucketSampler, NMTData, build_vocabs
 from nmt_lib.base.course import setting
 from nmt_lib.base.download import file_sha1, fra_eng_path
 from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
 from nmt_lib.run.tokenizers import TOKENIZERS, learner
+from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs, split_pairs
 
 
@@ -102,6 +106,8 @@ class ParallelCorpus(NMTData):
     them again (SentencePiece takes a minute on the whole corpus).
     """
 
+    bpe_dropout, max_len = 0.0, None               # see `with_bpe_dropout`
+
     def __init__(self, path=None, *, vocabularies=None, **settings):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
         self.path = resolve_corpus(given.path)
@@ -171,6 +177,24 @@ class ParallelCorpus(NMTData):
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         return self
 
+    def with_bpe_dropout(self, dropout: float, max_len: int) -> "ParallelCorpus":
+        """This corpus, whose training loader segments the split anew at each epoch with BPE-dropout
+        (`Resegmenting`); a pair keeps its usual pieces where the drawn ones need more than `max_len` positions."""
+        if not isinstance(self.src_vocab, SubwordVocab) or not isinstance(self.tgt_vocab, SubwordVocab):
+            raise ValueError("BPE-dropout samples subword pieces: it needs --tokenizer bpe")
+        other = copy.copy(self)
+        other.bpe_dropout, other.max_len = dropout, max_len
+        return other
+
+    def loader(self, split: str = "train", batch_size: int = 64, **kwargs) -> torch.utils.data.DataLoader:
+        loader = super().loader(split, batch_size, **kwargs)
+        if split != "train" or not self.bpe_dropout:
+            return loader
+        sampler = Resegmenting(loader.dataset, self.splits.train, self.bpe_dropout, self.max_len, batch_size=batch_size,
+                               max_tokens=kwargs.get("max_tokens"), shuffle=kwargs.get("shuffle", True),
+                               seed=kwargs.get("seed", self.seed))
+        return torch.utils.data.DataLoader(loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn)
+
     def drop_longer_than(self, max_len: int) -> dict:
         """Leave out of the train and valid splits every pair whose source or target, with its `<eos>` or
         `<bos>`, needs more than `max_len` positions (the model could not read it, and the run would fail
@@ -182,6 +206,30 @@ class ParallelCorpus(NMTData):
             raise ValueError(f"every training pair is longer than max_len={max_len} positions: raise --max-len")
         self.splits = self.splits._replace(**kept)
         return dropped
+
+
+class Resegmenting(BucketSampler):
+    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut, every training pair is
+    segmented anew by SentencePiece's sampling, which skips each merge with probability `dropout`. The seed is
+    the epoch's, so a resumed run draws the same pieces."""
+
+    def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
+        self.dataset, self.pairs, self.dropout, self.max_len = dataset, pairs, dropout, max_len
+        self.usual = dataset.src, dataset.tgt
+        super().__init__(dataset.lengths(), **kwargs)
+
+    def set_epoch(self, epoch: int):
+        import sentencepiece as spm
+
+        super().set_epoch(epoch)
+        spm.set_random_generator_seed(self.seed + epoch)
+        drawn = [vocab.sp.encode([pair[side] for pair in self.pairs], enable_sampling=True, alpha=self.dropout,
+                                 nbest_size=-1, num_threads=1)     # one thread: the same draws every time
+                 for side, vocab in enumerate((self.dataset.src_vocab, self.dataset.tgt_vocab))]
+        fits = [max(len(s), len(t)) + 1 <= self.max_len for s, t in zip(*drawn)]
+        self.dataset.src, self.dataset.tgt = ([d if ok else u for d, u, ok in zip(side, usual, fits)]
+                                              for side, usual in zip(drawn, self.usual))
+        self.lengths = self.dataset.lengths()
 
 
 def french_spacing(targets) -> bool:

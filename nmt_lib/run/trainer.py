@@ -3,7 +3,8 @@
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
 loss, fused Adam), lower precision under `torch.autocast` (with loss scaling for fp16), data parallelism under
 torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
-`StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them.
+`StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
+on a corpus that draws new subword pieces at each epoch where BPE-dropout is asked for.
 """
 import math
 import sys
@@ -42,6 +43,9 @@ class RunSettings(TrainSettings):
     fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
     ema: float = setting(0.0, "decay of an exponential moving average of the weights, updated after each update "
                          "and kept in the checkpoint; `average --ema` writes it out as a model (0: none)")
+    bpe_dropout: float = setting(0.0, "BPE-dropout: segment the training split anew at each epoch, each merge "
+                                 "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
+                                 "needs --tokenizer bpe; 0: the usual pieces)")
     precision: str = setting("fp32", "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
                              "scaling on older GPUs, else fp32", choices=PRECISIONS)
 
@@ -53,6 +57,8 @@ class RunSettings(TrainSettings):
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.keep_last < 0:
             raise ValueError(f"keep_last must be >= 0, got {self.keep_last}")
+        if not 0 <= self.bpe_dropout < 1:
+            raise ValueError(f"bpe_dropout must be in [0, 1), e.g. 0.1, got {self.bpe_dropout}")
         if not 0 <= self.ema < 1:
             raise ValueError(f"ema must be in [0, 1), e.g. 0.999, got {self.ema}")
         if self.loss not in ("plain", "sliced"):
@@ -228,6 +234,8 @@ def train_run(model, data, settings: RunSettings, *, resume: dict | None = None,
     stopped before its epochs ran out."""
     if settings.fast_dropout:
         use_fast_dropout(model)
+    if settings.bpe_dropout:
+        data = data.with_bpe_dropout(settings.bpe_dropout, model.cfg.max_len)
     hooks = RunHooks(data, settings, resume=resume, checkpoint=checkpoint, save_kwargs=save_kwargs, report=report,
                      stop=stop)
     try:
