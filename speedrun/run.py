@@ -110,6 +110,14 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     return write_record(HERE / "records" / f"{track}-{name}.json", record)
 
 
+def write_table(path: Path, table: dict) -> Path:
+    """`write_record`, unless the file holds this table already: rendering again changes no file."""
+    if path.exists() and {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items()
+                          if k not in ("recorded", "machine")} == table:
+        return path
+    return write_record(path, table)
+
+
 def table() -> Path:
     """records/speedrun.json: a row per record, each track in the order its records were made; and
     records/speedrun-best.json, the README's: each track's best record by its beam-4 score, without its command."""
@@ -138,12 +146,12 @@ def table() -> Path:
     for row, r in zip(rows, records):
         if r["track"] not in best or r["beam4"]["sacrebleu"] > best[r["track"]][1]["beam4"]["sacrebleu"]:
             best[r["track"]] = row, r
-    write_record(RECORDS / "speedrun-best.json", {
+    write_table(RECORDS / "speedrun-best.json", {
         "kind": "speedrun table", "command": "python speedrun/run.py --table",
         "caption": "each track's best record by its beam-4 score; every record, with its command, on "
                    "[the speedrun page](book/speedrun.md)",
         "tables": [{"columns": columns[:-1], "rows": [row[:-1] for row, _ in best.values()], "align": "llllrrll"}]})
-    return write_record(RECORDS / "speedrun.json", {
+    return write_table(RECORDS / "speedrun.json", {
         "kind": "speedrun table", "command": "python speedrun/run.py --table",
         "caption": f"sacreBLEU on the public Tatoeba test, {records[0]['signature'] if records else ''}; rendered "
                    "from speedrun/records/ by `python speedrun/run.py --table`",

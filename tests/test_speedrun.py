@@ -4,6 +4,7 @@ import importlib.util
 import json
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from nmt_lib.metrics import bleu_from_counts
@@ -42,13 +43,14 @@ def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_
     low, high = (float(x) for x in interval.split(")")[0].split(" to "))
     assert float(gain) == round(bleu["better"] - bleu["base"], 2) and 0 < low < float(gain) < high
     assert rows[1][5].endswith("over base")
+    monkeypatch.setattr(run, "write_record", lambda path, record: pytest.fail(f"{path.name} written again"))
+    run.table()                                       # nothing changed: no file is written (nor restamped)
 
 
 def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tmp_path, monkeypatch):
     import subprocess
     from types import SimpleNamespace
 
-    import pytest
 
     import nmt_lib.run.checkpoint as checkpoint
     run = runner()
@@ -73,7 +75,6 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
     import os
     import subprocess
 
-    import pytest
 
     import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
@@ -103,7 +104,6 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
 def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_average_too(tmp_path, monkeypatch):
     import subprocess
 
-    import pytest
 
     import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
