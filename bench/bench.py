@@ -472,6 +472,56 @@ ISSUE_50_AVX2 = 655   # source pieces/s of `translate --model published` before 
                       # batches of 64 in input order, one thread of an AMD EPYC with AVX2 (issue 50, as a user ran it)
 
 
+def source_pieces(ckpt, sources) -> int:
+    return sum(len(ckpt.src_vocab.split(ckpt.prepare(s))) for s in sources)
+
+
+def timed_translation(ckpt, sources, refs, block) -> dict:
+    """Greedy translations of `sources` in batches of CPU_BATCH, `block` lines read at a time (sorted by length
+    within it), timed, with their sacreBLEU against `refs`."""
+    import sacrebleu
+
+    from nmt_lib.run.inference import translate_lines
+    t = time.perf_counter()
+    hyps = [h for i in range(0, len(sources), block)
+            for h in translate_lines(ckpt, sources[i:i + block], batch_size=CPU_BATCH)]
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "pieces_per_sec": source_pieces(ckpt, sources) / seconds, "hypotheses": hyps,
+            "sacrebleu": sacrebleu.BLEU().corpus_score(hyps, [refs]).score}
+
+
+SHALLOW = {"6 + 6 blocks": "quick-baseline", "6 + 2 blocks": "quick-deep6-shallow2"}   # speedrun records
+
+
+def bench_shallow_decoder(args, report):
+    """A shallow decoder's speed: the speedrun's quick baseline (6 encoder and 6 decoder blocks) and its record
+    with 2 decoder blocks, one recipe otherwise, translate the test as `bench_cpu_translation` does (one core,
+    sorted, fp32). Their beam-4 BLEU and its interval are the speedrun table's. Needs their checkpoints in
+    runs/speedrun/ (each trains in 30 minutes, by the command in its record)."""
+    from nmt_lib.run.checkpoint import load_checkpoint
+    from nmt_lib.run.inference import SORTED_LINES
+    from nmt_lib.run.testsets import read_tatoeba_test
+
+    paths = {k: ROOT / "runs" / "speedrun" / f"{name}.pt" for k, name in SHALLOW.items()}
+    missing = [str(p.relative_to(ROOT)) for p in paths.values() if not p.is_file()]
+    if missing:
+        report(f"shallow decoder: not measured, {', '.join(missing)} missing (python speedrun/run.py ...)")
+        return {"measured": False, "reason": f"{', '.join(missing)} missing: make the speedrun's quick records"}
+    pairs = read_tatoeba_test()[:args.cpu_lines]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    threads, runs = torch.get_num_threads(), {}
+    torch.set_num_threads(1)
+    for k, path in paths.items():
+        record = json.loads((ROOT / "speedrun" / "records" / f"{SHALLOW[k]}.json").read_text(encoding="utf-8"))
+        runs[k] = {**timed_translation(load_checkpoint(path, device="cpu"), sources, refs, SORTED_LINES),
+                   "record": SHALLOW[k], "beam4_test": record["beam4"]["sacrebleu"]}
+        report(f"one core, sorted, {k}: {runs[k]['pieces_per_sec']:,.0f} source pieces/s, greedy BLEU "
+               f"{runs[k]['sacrebleu']:.2f}")
+        del runs[k]["hypotheses"]
+    torch.set_num_threads(threads)
+    return {"measured": True, "lines": len(sources), **runs}
+
+
 def bench_cpu_translation(args, report):
     """The published model on one CPU core: the public Tatoeba test translated greedily in batches of 32, in source
     pieces per second, three ways: batches in input order (as `translate` read them before), sorted by length
@@ -481,28 +531,24 @@ def bench_cpu_translation(args, report):
     import sacrebleu
 
     from nmt_lib.metrics import bleu_from_counts, paired_bootstrap
-    from nmt_lib.run.inference import SORTED_LINES, int8, sacrebleu_counts, translate_lines
+    from nmt_lib.run.inference import SORTED_LINES, int8, sacrebleu_counts
     from nmt_lib.run.published import load_published
     from nmt_lib.run.testsets import read_tatoeba_test
 
     pairs = read_tatoeba_test()[:args.cpu_lines]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     fp32, quantised = load_published(device="cpu"), int8(load_published(device="cpu"))
-    pieces = sum(len(fp32.src_vocab.split(fp32.prepare(s))) for s in sources)
+    pieces = source_pieces(fp32, sources)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     runs = {}
     for name, ckpt, block in (("input order", fp32, CPU_BATCH), ("sorted", fp32, SORTED_LINES),
                               ("sorted, int8", quantised, SORTED_LINES)):
-        t = time.perf_counter()
-        hyps = [h for i in range(0, len(sources), block)
-                for h in translate_lines(ckpt, sources[i:i + block], batch_size=CPU_BATCH)]
-        seconds = time.perf_counter() - t
-        metric = sacrebleu.BLEU()
-        runs[name] = {"seconds": seconds, "pieces_per_sec": pieces / seconds, "hypotheses": hyps,
-                      "sacrebleu": metric.corpus_score(hyps, [refs]).score}
-        report(f"one core, {name}: {pieces / seconds:,.0f} source pieces/s, BLEU {runs[name]['sacrebleu']:.2f}")
+        runs[name] = timed_translation(ckpt, sources, refs, block)
+        report(f"one core, {name}: {runs[name]['pieces_per_sec']:,.0f} source pieces/s, "
+               f"BLEU {runs[name]['sacrebleu']:.2f}")
     torch.set_num_threads(threads)
+    metric = sacrebleu.BLEU()
     counts = {k: sacrebleu_counts(v["hypotheses"], refs) for k, v in runs.items()}
     for k, c in counts.items():          # chapter 4a's counts on sacreBLEU's tokens give sacreBLEU's score
         assert abs(bleu_from_counts(np.sum(c, axis=0)) - runs[k]["sacrebleu"]) < 0.01, k
@@ -558,6 +604,17 @@ def cpu_rows(c) -> list:
              f"({d['low']:+.2f} to {d['high']:+.2f})", "≥ −0.5"]]
 
 
+def shallow_rows(c) -> list:
+    if not c or not c["measured"]:
+        return []
+    deep, shallow = c["6 + 6 blocks"], c["6 + 2 blocks"]
+    return [[f"a shallow decoder, the same way ({c['lines']:,} lines, sorted, fp32): the speedrun's quick records "
+             f"{deep['record']} (6 + 6 blocks) and {shallow['record']} (6 + 2), source pieces/s; beam-4 test BLEU "
+             "(the gain's interval is on the speedrun page)",
+             f"**{shallow['pieces_per_sec'] / deep['pieces_per_sec']:.2f}×** ({deep['pieces_per_sec']:,.0f} → "
+             f"{shallow['pieces_per_sec']:,.0f}); BLEU {deep['beam4_test']:.2f} → {shallow['beam4_test']:.2f}", ""]]
+
+
 def summary_rows(rec: dict) -> list:
     """The figures the book's benchmark table shows (tools/render_tables.py renders it), with their targets."""
     t, d, b16 = rec["training"], rec["decoding"], rec["training"].get("bf16", {"measured": False})
@@ -592,6 +649,7 @@ def summary_rows(rec: dict) -> list:
         ["peak memory of `translate` over the same sentences: beam 4 / beam 64",
          " / ".join(f"{d['peak_memory_mb'][k]:,.0f} MB" for k in ("beam4", "beam64")), "within `--memory-budget`"],
         *cpu_rows(rec.get("cpu_translation")),
+        *shallow_rows(rec.get("shallow_decoder")),
         ["run", f"{minutes:.1f} min: {t['rounds']} rounds × {t['batches_per_round']} batches per contender, "
          f"{rec['threads']} threads; decoding with {d['model']}, torch {torch.__version__}", ""]]
 
@@ -620,6 +678,7 @@ def main(argv=None):
     train = bench_training(args, report)
     decode = bench_decoding(args, report)
     cpu = bench_cpu_translation(args, report)
+    shallow = bench_shallow_decoder(args, report)
     notebooks = notebook_wall_times()
     nbval = None if args.skip_nbval else nbval_quick_wall()
     result = {
@@ -627,7 +686,7 @@ def main(argv=None):
         "ratio_train_vs_nn_transformer": train["ratio_train_vs_nn_transformer"],
         "ratio_decode_batched_vs_one_at_a_time": decode["ratio_decode_batched_vs_one_at_a_time"],
         "mfu_course": train["course"]["mfu"],
-        "training": train, "decoding": decode, "cpu_translation": cpu,
+        "training": train, "decoding": decode, "cpu_translation": cpu, "shallow_decoder": shallow,
         "notebook_wall_s_learner_mode": notebooks, "nbval_quick_wall_s": nbval,
         "threads": torch.get_num_threads(), "dtype": "float32",
         "bench_seconds": time.perf_counter() - started,
