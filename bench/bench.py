@@ -490,36 +490,48 @@ def timed_translation(ckpt, sources, refs, block) -> dict:
             "sacrebleu": sacrebleu.BLEU().corpus_score(hyps, [refs]).score}
 
 
-SHALLOW = {"6 + 6 blocks": "quick-baseline", "6 + 2 blocks": "quick-deep6-shallow2"}   # speedrun records
+SHALLOW = ("quick-baseline", "quick-deep6-shallow2")   # speedrun records: 6 + 6 blocks, and 6 + 2, one recipe
 
 
-def bench_shallow_decoder(args, report):
+def bench_shallow_decoder(args, report, rounds: int = 3):
     """A shallow decoder's speed: the speedrun's quick baseline (6 encoder and 6 decoder blocks) and its record
-    with 2 decoder blocks, one recipe otherwise, translate the test as `bench_cpu_translation` does (one core,
-    sorted, fp32). Their beam-4 BLEU and its interval are the speedrun table's. Needs their checkpoints in
-    runs/speedrun/ (each trains in 30 minutes, by the command in its record)."""
+    with 2 decoder blocks translate the test as `bench_cpu_translation` does (one core, sorted, fp32), in turn,
+    `rounds` times. Their beam-4 BLEU and its interval are the speedrun table's. Needs their checkpoints in
+    runs/speedrun/, each the one its record scored (each trains in 30 minutes, by the command in its record)."""
     from nmt_lib.run.checkpoint import load_checkpoint
     from nmt_lib.run.inference import SORTED_LINES
     from nmt_lib.run.testsets import read_tatoeba_test
 
-    paths = {k: ROOT / "runs" / "speedrun" / f"{name}.pt" for k, name in SHALLOW.items()}
-    missing = [str(p.relative_to(ROOT)) for p in paths.values() if not p.is_file()]
-    if missing:
-        report(f"shallow decoder: not measured, {', '.join(missing)} missing (python speedrun/run.py ...)")
-        return {"measured": False, "reason": f"{', '.join(missing)} missing: make the speedrun's quick records"}
+    models = {}
+    for name in SHALLOW:
+        path, record = ROOT / "runs" / "speedrun" / f"{name}.pt", ROOT / "speedrun" / "records" / f"{name}.json"
+        record = json.loads(record.read_text(encoding="utf-8"))
+        ckpt = load_checkpoint(path, device="cpu") if path.is_file() else None
+        if ckpt is None or ckpt.step != record["updates"]:
+            why = f"runs/speedrun/{name}.pt is " + ("missing" if ckpt is None else "not the checkpoint its record "
+                                                     "scored") + ": make the record by the command it gives"
+            report(f"shallow decoder: not measured; {why}")
+            return {"measured": False, "reason": why}
+        models[f"{len(ckpt.model.encoder.blocks)} + {len(ckpt.model.decoder.blocks)} blocks"] = ckpt, record
     pairs = read_tatoeba_test()[:args.cpu_lines]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    threads, runs = torch.get_num_threads(), {}
+    speeds, threads = {k: [] for k in models}, torch.get_num_threads()
     torch.set_num_threads(1)
-    for k, path in paths.items():
-        record = json.loads((ROOT / "speedrun" / "records" / f"{SHALLOW[k]}.json").read_text(encoding="utf-8"))
-        runs[k] = {**timed_translation(load_checkpoint(path, device="cpu"), sources, refs, SORTED_LINES),
-                   "record": SHALLOW[k], "beam4_test": record["beam4"]["sacrebleu"]}
-        report(f"one core, sorted, {k}: {runs[k]['pieces_per_sec']:,.0f} source pieces/s, greedy BLEU "
-               f"{runs[k]['sacrebleu']:.2f}")
-        del runs[k]["hypotheses"]
-    torch.set_num_threads(threads)
-    return {"measured": True, "lines": len(sources), **runs}
+    try:
+        for r in range(rounds):
+            for k, (ckpt, _) in models.items():
+                run = timed_translation(ckpt, sources, refs, SORTED_LINES)
+                speeds[k].append(run["pieces_per_sec"])
+                report(f"one core, sorted, {k}, round {r + 1}/{rounds}: {run['pieces_per_sec']:,.0f} source pieces/s, "
+                       f"greedy BLEU {run['sacrebleu']:.2f}")
+    finally:
+        torch.set_num_threads(threads)
+    (deep, deep_speeds), (shallow, shallow_speeds) = speeds.items()
+    ratios = [a / b for a, b in zip(shallow_speeds, deep_speeds)]
+    return {"measured": True, "lines": len(sources), "ratio_rounds": ratios,
+            "models": {k: {"record": record["name"], "pieces_per_sec_rounds": speeds[k],
+                           "beam4_test": record["beam4"]["sacrebleu"]} for k, (_, record) in models.items()},
+            "deep": deep, "shallow": shallow}
 
 
 def bench_cpu_translation(args, report):
@@ -607,12 +619,14 @@ def cpu_rows(c) -> list:
 def shallow_rows(c) -> list:
     if not c or not c["measured"]:
         return []
-    deep, shallow = c["6 + 6 blocks"], c["6 + 2 blocks"]
+    deep, shallow = c["models"][c["deep"]], c["models"][c["shallow"]]
+    speed = lambda m: f"{statistics.median(m['pieces_per_sec_rounds']):,.0f}"
     return [[f"a shallow decoder, the same way ({c['lines']:,} lines, sorted, fp32): the speedrun's quick records "
-             f"{deep['record']} (6 + 6 blocks) and {shallow['record']} (6 + 2), source pieces/s; beam-4 test BLEU "
-             "(the gain's interval is on the speedrun page)",
-             f"**{shallow['pieces_per_sec'] / deep['pieces_per_sec']:.2f}×** ({deep['pieces_per_sec']:,.0f} → "
-             f"{shallow['pieces_per_sec']:,.0f}); BLEU {deep['beam4_test']:.2f} → {shallow['beam4_test']:.2f}", ""]]
+             f"{deep['record']} ({c['deep']}) and {shallow['record']} ({c['shallow']}), source pieces/s, median of "
+             f"{len(c['ratio_rounds'])} rounds; their beam-4 test BLEU (the gain's interval is on the speedrun page)",
+             f"**{statistics.median(c['ratio_rounds']):.2f}×** (rounds {min(c['ratio_rounds']):.2f}–"
+             f"{max(c['ratio_rounds']):.2f}×; {speed(deep)} → {speed(shallow)}); BLEU {deep['beam4_test']:.2f} → "
+             f"{shallow['beam4_test']:.2f}", ""]]
 
 
 def summary_rows(rec: dict) -> list:

@@ -62,6 +62,8 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
     out, log = RUNS / f"{track}-{name}.pt", RUNS / f"{track}-{name}.log"
     if on is not None and not (HERE / "records" / f"{track}-{on}.json").is_file():
         raise SystemExit(f"speedrun: --on {on}: there is no record speedrun/records/{track}-{on}.json")
+    if average > 1 and any(o.split("=")[0] == "--ema" for o in options):
+        raise SystemExit("speedrun: --average and --ema: score the mean of epoch ends or the moving average, not both")
     if out.exists() != resume:
         raise SystemExit(f"speedrun: {out} exists; pass --resume to go on with its run, or move it away to run "
                          "again" if out.exists() else f"speedrun: --resume: there is no {out} to go on with")
@@ -78,9 +80,7 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
             if subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err).returncode != 0:
                 raise SystemExit(f"speedrun: training stopped or failed; see {log}, and go on with --resume")
     scored = out
-    if read_payload(out, "cpu").get("ema") is not None:       # trained with --ema: its moving average is the model
-        if average > 1:
-            raise SystemExit("speedrun: --average and a run trained with --ema: score one or the other")
+    if average == 1 and read_payload(out, "cpu").get("ema") is not None:    # trained with --ema: the model is it
         scored = ema_checkpoint(out, RUNS / f"{track}-{name}.ema.pt")
     elif average > 1:
         kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][-(average - 1):]

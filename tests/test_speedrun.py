@@ -43,8 +43,26 @@ def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_
     low, high = (float(x) for x in interval.split(")")[0].split(" to "))
     assert float(gain) == round(bleu["better"] - bleu["base"], 2) and 0 < low < float(gain) < high
     assert rows[1][5].endswith("over base")
-    monkeypatch.setattr(run, "write_record", lambda path, record: pytest.fail(f"{path.name} written again"))
-    run.table()                                       # nothing changed: no file is written (nor restamped)
+
+
+def test_rendering_the_table_again_writes_a_file_only_when_a_record_changed(tmp_path, monkeypatch):
+    run = runner()
+    (tmp_path / "records").mkdir()
+    monkeypatch.setattr(run, "HERE", tmp_path)
+    monkeypatch.setattr(run, "RECORDS", tmp_path)
+    record = {"track": "quick", "name": "base", "change": "base", "on": None, "recorded": "1", "alpha": 1.0,
+              "beam4": {"sacrebleu": 30.0}, "greedy": {"sacrebleu": 29.0}, "counts_beam4": [],
+              "training_minutes": 30.0, "updates": 10, "parameters": 1e6, "machine": {"cpu": "a CPU"},
+              "command": "python speedrun/run.py ...", "signature": "sig"}
+    (tmp_path / "records" / "quick-base.json").write_text(json.dumps(record))
+    run.table()
+    written, write = [], run.write_record
+    monkeypatch.setattr(run, "write_record", lambda path, table: written.append(path.name) or write(path, table))
+    run.table()
+    assert written == []                              # the same rows: no file rewritten, nor restamped
+    (tmp_path / "records" / "quick-base.json").write_text(json.dumps({**record, "updates": 11}))
+    run.table()
+    assert written == ["speedrun-best.json", "speedrun.json"]
 
 
 def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tmp_path, monkeypatch):
@@ -123,5 +141,5 @@ def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_aver
     with pytest.raises(SystemExit, match="scored quick-a.ema.pt"):
         run.run("quick", "a", "a change", None, [], resume=True)
     assert made == ["quick-a.pt"]
-    with pytest.raises(SystemExit, match="--average and a run trained with --ema"):
-        run.run("quick", "a", "a change", None, [], resume=True, average=3)
+    with pytest.raises(SystemExit, match="--average and --ema"):           # before any training
+        run.run("quick", "b", "a change", None, ["--ema", "0.999"], average=3)

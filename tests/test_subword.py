@@ -172,16 +172,19 @@ def test_bpe_dropout_draws_new_pieces_each_epoch_that_spell_the_same_text_and_a_
         tmp_path):
     from nmt_lib.run.trainer import RunSettings, train_run
     corpus = ParallelCorpus(bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True)
-    loader = corpus.with_bpe_dropout(0.2, max_len=12).loader("train", batch_size=30, max_tokens=300, seed=1)
-    usual, drawn = loader.dataset.src, {}
+    loader = corpus.with_bpe_dropout(0.2, max_len=8).loader("train", batch_size=30, max_tokens=300, seed=1)
+    usual, drawn = loader.batch_sampler.usual, {}                      # (source, target) pieces of each pair
     for epoch in (1, 2, 1):
         loader.batch_sampler.set_epoch(epoch)
         assert [len(b) for b in loader.batch_sampler] and loader.batch_sampler.lengths == loader.dataset.lengths()
         drawn.setdefault(epoch, []).append((loader.dataset.src, loader.dataset.tgt))
-    assert drawn[1][0] == drawn[1][1] and drawn[1][0][0] != drawn[2][0][0] != usual
-    assert [corpus.src_vocab.sp.decode(ids) for ids in drawn[2][0][0]] == [corpus.src_vocab.sp.decode(ids) for ids in usual]
+    assert drawn[1][0] == drawn[1][1] and drawn[1][0][0] != drawn[2][0][0] != usual[0]
+    spell = lambda pieces: [corpus.src_vocab.sp.decode(ids) for ids in pieces]
+    assert spell(drawn[2][0][0]) == spell(usual[0]) and spell(drawn[2][0][1]) == spell(usual[1])
     src, tgt = drawn[2][0]
-    assert all(max(len(s), len(t)) < 12 or s == u for s, t, u in zip(src, tgt, usual))   # too long: the usual pieces
+    kept = [(s, t) == u for s, t, u in zip(src, tgt, zip(*usual))]
+    assert all(max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept))   # too long: the usual pieces
+    assert any(max(len(s), len(t)) >= 8 for s, t in zip(src, tgt))                    # and some were
 
     def model():
         torch.manual_seed(0)
@@ -196,3 +199,6 @@ def test_bpe_dropout_draws_new_pieces_each_epoch_that_spell_the_same_text_and_a_
     train_run(ckpt.model, corpus, RunSettings(max_steps=28, **settings), resume=ckpt.payload, report="none")
     for a, b in zip(straight.state_dict().values(), ckpt.model.state_dict().values()):
         assert torch.equal(a, b)
+    plain = model()
+    train_run(plain, corpus, RunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}), report="none")
+    assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)   # the pieces were drawn

@@ -39,8 +39,8 @@ def card_tables(ckpt, records: list[dict]) -> dict:
                                         ["epochs trained", progress.get("epoch", 1) - 1]]
     training += [[f"session {i}", f"updates {s['from_update']:,} to {s['to_update']:,}: {s['seconds'] / 60:.1f} min "
                   f"on {s['machine']}"] for i, s in enumerate(progress.get("sessions") or [], 1)]
-    if payload.get("averaged") == "ema":
-        training.append(["averaged", f"the moving average of the weights, decay {payload['train']['ema']}"])
+    if isinstance(payload.get("averaged"), dict):
+        training.append(["averaged", f"the moving average of the weights, decay {payload['averaged']['ema']}"])
     elif payload.get("averaged"):
         training.append(["averaged: the mean of the epoch ends at updates",
                          ", ".join(f"{u:,}" for u in payload["averaged"])])

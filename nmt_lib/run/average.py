@@ -101,9 +101,7 @@ def average_checkpoints(paths, out) -> Path:
         state = {name: t.float() for name, t in ckpt.payload["state_dict"].items()}
         total = state if total is None else {name: total[name] + t for name, t in state.items()}
         del ckpt
-    payload = {**latest, "state_dict": {name: t / len(paths) for name, t in total.items()}, "optimizer": None,
-               "schedule": None, "scaler": None, "averaged": sorted(steps)}
-    return atomic_save(payload, out)
+    return atomic_save(weights_only(latest, {name: t / len(paths) for name, t in total.items()}, sorted(steps)), out)
 
 
 def refuse_a_runs_checkpoint(out: Path):
@@ -114,7 +112,7 @@ def refuse_a_runs_checkpoint(out: Path):
 
 def ema_checkpoint(path, out) -> Path:
     """Write to `out` the moving average of the weights that the checkpoint at `path` keeps (`train --ema`), as
-    a model of its own: the same settings and history, "averaged": "ema", and no optimizer state."""
+    a model of its own (`weights_only`)."""
     path, out = Path(path), Path(out)
     if out.exists() and path.exists() and os.path.samefile(path, out):
         raise ValueError(f"--out {out} is the checkpoint itself: write the moving average to another file")
@@ -123,8 +121,14 @@ def ema_checkpoint(path, out) -> Path:
     if payload.get("ema") is None:
         raise ValueError(f"{path} keeps no moving average of its weights: train with --ema DECAY (e.g. 0.999)")
     weights = {name.removeprefix("module."): t for name, t in payload["ema"].items() if name != "n_averaged"}
-    return atomic_save({**payload, "state_dict": weights, "ema": None, "optimizer": None, "schedule": None,
-                        "scaler": None, "averaged": "ema"}, out)
+    return atomic_save(weights_only(payload, weights, {"ema": payload["train"]["ema"]}), out)
+
+
+def weights_only(payload: dict, state_dict: dict, averaged) -> dict:
+    """A checkpoint of averaged weights: `payload`'s settings and history, no training state to resume, and
+    "averaged": what the weights average (the updates of a mean, or {"ema": decay})."""
+    return {**payload, "state_dict": state_dict, "optimizer": None, "schedule": None, "scaler": None, "ema": None,
+            "averaged": averaged}
 
 
 def average_command(args, parser) -> int:

@@ -187,12 +187,16 @@ class ParallelCorpus(NMTData):
         return other
 
     def loader(self, split: str = "train", batch_size: int = 64, **kwargs) -> torch.utils.data.DataLoader:
+        """`NMTData.loader`; under BPE-dropout, the training split's has a `Resegmenting` sampler instead."""
         loader = super().loader(split, batch_size, **kwargs)
         if split != "train" or not self.bpe_dropout:
             return loader
-        sampler = Resegmenting(loader.dataset, self.splits.train, self.bpe_dropout, self.max_len, batch_size=batch_size,
-                               max_tokens=kwargs.get("max_tokens"), shuffle=kwargs.get("shuffle", True),
-                               seed=kwargs.get("seed", self.seed))
+        usual = loader.batch_sampler
+        if not isinstance(usual, BucketSampler):
+            raise ValueError("BPE-dropout draws new lengths each epoch: it needs length-bucketed batches")
+        sampler = Resegmenting(loader.dataset, self.splits.train, self.bpe_dropout, self.max_len,
+                               batch_size=usual.batch_size, max_tokens=usual.max_tokens, shuffle=usual.shuffle,
+                               pool_batches=usual.pool // usual.batch_size, seed=usual.seed)
         return torch.utils.data.DataLoader(loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn)
 
     def drop_longer_than(self, max_len: int) -> dict:
@@ -209,9 +213,10 @@ class ParallelCorpus(NMTData):
 
 
 class Resegmenting(BucketSampler):
-    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut, every training pair is
-    segmented anew by SentencePiece's sampling, which skips each merge with probability `dropout`. The seed is
-    the epoch's, so a resumed run draws the same pieces."""
+    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut, `set_epoch` segments every
+    training pair anew by SentencePiece's sampling, which skips each merge with probability `dropout`, and puts
+    the pieces in `dataset` (its `src` and `tgt` lists). A pair whose drawn pieces would need more than `max_len`
+    positions, or `max_tokens`, keeps its usual ones. The seed is the epoch's, so a resumed run draws the same."""
 
     def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
         self.dataset, self.pairs, self.dropout, self.max_len = dataset, pairs, dropout, max_len
@@ -222,13 +227,16 @@ class Resegmenting(BucketSampler):
         import sentencepiece as spm
 
         super().set_epoch(epoch)
+        # SentencePiece's generator is the process's, seeded here; an encode on one thread draws from it in order
         spm.set_random_generator_seed(self.seed + epoch)
-        drawn = [vocab.sp.encode([pair[side] for pair in self.pairs], enable_sampling=True, alpha=self.dropout,
-                                 nbest_size=-1, num_threads=1)     # one thread: the same draws every time
-                 for side, vocab in enumerate((self.dataset.src_vocab, self.dataset.tgt_vocab))]
-        fits = [max(len(s), len(t)) + 1 <= self.max_len for s, t in zip(*drawn)]
-        self.dataset.src, self.dataset.tgt = ([d if ok else u for d, u, ok in zip(side, usual, fits)]
-                                              for side, usual in zip(drawn, self.usual))
+        self.dataset.src, self.dataset.tgt = (
+            vocab.sp.encode([pair[side] for pair in self.pairs], enable_sampling=True, alpha=self.dropout,
+                            nbest_size=-1, num_threads=1)
+            for side, vocab in enumerate((self.dataset.src_vocab, self.dataset.tgt_vocab)))
+        limit = min(self.max_len, self.max_tokens or self.max_len)
+        fits = [n <= limit for n in self.dataset.lengths()]
+        self.dataset.src, self.dataset.tgt = ([d if ok else u for d, u, ok in zip(drawn, usual, fits)]
+                                              for drawn, usual in zip((self.dataset.src, self.dataset.tgt), self.usual))
         self.lengths = self.dataset.lengths()
 
 

@@ -1,7 +1,7 @@
 """The full-scale trainer of the command line: chapter 9's `fit`, with what a long run needs around it.
 
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
-loss, fused Adam), lower precision under `torch.autocast` (with loss scaling for fp16), data parallelism under
+loss, fused Adam), a moving average of the weights, lower precision under `torch.autocast` (with loss scaling for fp16), data parallelism under
 torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
 `StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
 on a corpus that draws new subword pieces at each epoch where BPE-dropout is asked for.
@@ -67,11 +67,13 @@ class RunSettings(TrainSettings):
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
-def restore(resume: dict, optimizer, schedule, scaler, device) -> dict:
-    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale and random-number states (the
-    CPU's, and the GPU's on CUDA, where dropout draws); returns its progress."""
+def restore(resume: dict, optimizer, schedule, scaler, ema, device) -> dict:
+    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale, moving average of the weights
+    and random-number states (the CPU's, and the GPU's on CUDA, where dropout draws); returns its progress."""
     try:
         optimizer.load_state_dict(resume["optimizer"])
+        if ema is not None:
+            ema.load_state_dict(resume["ema"])
         schedule.load_state_dict(resume["schedule"])
         if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
             scaler.load_state_dict(resume["scaler"])
@@ -114,14 +116,12 @@ class RunHooks(Hooks):
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = paper_adam(params, lr=settings.lr_factor, fused=settings.fused_adam)
         self.schedule = noam_schedule(self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
+        self.ema = None                 # the library's moving average: a copy of the model, lerped after each update
+        if settings.ema:
+            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True)
         self.progress = new_progress()
         if self.resume is not None:     # after building the schedule, which sets the rates that loading restores
-            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler, self.device)
-        self.ema = None
-        if settings.ema:                # the library's moving average: a copy of the model, lerped after each update
-            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True)
-            if self.resume is not None:
-                self.ema.load_state_dict(self.resume["ema"])
+            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler, self.ema, self.device)
         if self.world > 1:
             seed_rank(settings.seed, self.progress["step"], self.rank)  # each rank its own dropout masks
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
