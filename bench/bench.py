@@ -476,9 +476,9 @@ def source_pieces(ckpt, sources) -> int:
     return sum(len(ckpt.src_vocab.split(ckpt.prepare(s))) for s in sources)
 
 
-def timed_translation(ckpt, sources, refs, block) -> dict:
-    """Greedy translations of `sources` in batches of CPU_BATCH, `block` lines read at a time (sorted by length
-    within it), timed, with their sacreBLEU against `refs`."""
+def timed_translation(ckpt, sources, refs, block, pieces: int) -> dict:
+    """Greedy translations of `sources` (`pieces` source pieces) in batches of CPU_BATCH, `block` lines read at a
+    time (sorted by length within it), timed, with their sacreBLEU against `refs`."""
     import sacrebleu
 
     from nmt_lib.run.inference import translate_lines
@@ -486,7 +486,7 @@ def timed_translation(ckpt, sources, refs, block) -> dict:
     hyps = [h for i in range(0, len(sources), block)
             for h in translate_lines(ckpt, sources[i:i + block], batch_size=CPU_BATCH)]
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "pieces_per_sec": source_pieces(ckpt, sources) / seconds, "hypotheses": hyps,
+    return {"seconds": seconds, "pieces_per_sec": pieces / seconds, "hypotheses": hyps,
             "sacrebleu": sacrebleu.BLEU().corpus_score(hyps, [refs]).score}
 
 
@@ -515,12 +515,13 @@ def bench_shallow_decoder(args, report, rounds: int = 3):
         models[f"{len(ckpt.model.encoder.blocks)} + {len(ckpt.model.decoder.blocks)} blocks"] = ckpt, record
     pairs = read_tatoeba_test()[:args.cpu_lines]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    pieces = {k: source_pieces(ckpt, sources) for k, (ckpt, _) in models.items()}
     speeds, threads = {k: [] for k in models}, torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         for r in range(rounds):
             for k, (ckpt, _) in models.items():
-                run = timed_translation(ckpt, sources, refs, SORTED_LINES)
+                run = timed_translation(ckpt, sources, refs, SORTED_LINES, pieces[k])
                 speeds[k].append(run["pieces_per_sec"])
                 report(f"one core, sorted, {k}, round {r + 1}/{rounds}: {run['pieces_per_sec']:,.0f} source pieces/s, "
                        f"greedy BLEU {run['sacrebleu']:.2f}")
@@ -556,7 +557,7 @@ def bench_cpu_translation(args, report):
     runs = {}
     for name, ckpt, block in (("input order", fp32, CPU_BATCH), ("sorted", fp32, SORTED_LINES),
                               ("sorted, int8", quantised, SORTED_LINES)):
-        runs[name] = timed_translation(ckpt, sources, refs, block)
+        runs[name] = timed_translation(ckpt, sources, refs, block, pieces)
         report(f"one core, {name}: {runs[name]['pieces_per_sec']:,.0f} source pieces/s, "
                f"BLEU {runs[name]['sacrebleu']:.2f}")
     torch.set_num_threads(threads)

@@ -114,9 +114,7 @@ def ema_checkpoint(path, out) -> Path:
     """Write to `out` the moving average of the weights that the checkpoint at `path` keeps (`train --ema`), as
     a model of its own (`weights_only`)."""
     path, out = Path(path), Path(out)
-    if out.exists() and path.exists() and os.path.samefile(path, out):
-        raise ValueError(f"--out {out} is the checkpoint itself: write the moving average to another file")
-    refuse_a_runs_checkpoint(out)
+    refuse_a_runs_checkpoint(out)        # the run's own checkpoint among them: only it holds a moving average
     payload = load_checkpoint(path, device="cpu").payload        # a usable checkpoint, or CheckpointError
     if payload.get("ema") is None:
         raise ValueError(f"{path} keeps no moving average of its weights: train with --ema DECAY (e.g. 0.999)")

@@ -1,8 +1,8 @@
 """The full-scale trainer of the command line: chapter 9's `fit`, with what a long run needs around it.
 
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
-loss, fused Adam), a moving average of the weights, lower precision under `torch.autocast` (with loss scaling for fp16), data parallelism under
-torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
+loss, fused Adam), a moving average of the weights, lower precision under `torch.autocast` (with loss scaling
+for fp16), data parallelism under torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
 `StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
 on a corpus that draws new subword pieces at each epoch where BPE-dropout is asked for.
 """
