@@ -62,8 +62,11 @@ def test_cpu_and_cuda_give_the_same_loss_gradients_and_translations(de_corpus):
         results[device] = (loss.item(), grads, greedy, beam)
     (l_cpu, g_cpu, t_cpu, b_cpu), (l_gpu, g_gpu, t_gpu, b_gpu) = results["cpu"], results["cuda"]
     assert abs(l_cpu - l_gpu) < 1e-4
+    # The sums run in another order, so compare against the whole gradient's scale: some gradients (the keys'
+    # bias: softmax ignores a shift shared by all keys) are zero but for round-off on both devices.
+    scale = max(g.abs().max().item() for g in g_cpu)
     for a, b in zip(g_cpu, g_gpu):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5 * scale)
     assert t_cpu == t_gpu and b_cpu == b_gpu
 
 
