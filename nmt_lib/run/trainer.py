@@ -46,6 +46,8 @@ class RunSettings(TrainSettings):
     bpe_dropout: float = setting(0.0, "BPE-dropout: segment the training split anew at each epoch, each merge "
                                  "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
                                  "needs --tokenizer bpe; 0: the usual pieces)")
+    warmdown: float = setting(0.0, "the last fraction of the run's budget (--time-limit, else --max-steps) over which "
+                              "the learning rate falls linearly to zero, e.g. 0.2 (0: none)")
     precision: str = setting("fp32", "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
                              "scaling on older GPUs, else fp32", choices=PRECISIONS)
 
@@ -59,6 +61,10 @@ class RunSettings(TrainSettings):
             raise ValueError(f"keep_last must be >= 0, got {self.keep_last}")
         if not 0 <= self.bpe_dropout < 1:
             raise ValueError(f"bpe_dropout must be in [0, 1), e.g. 0.1, got {self.bpe_dropout}")
+        if not 0 <= self.warmdown <= 1:
+            raise ValueError(f"warmdown must be in [0, 1], e.g. 0.2, got {self.warmdown}")
+        if self.warmdown and self.time_limit is None and self.max_steps is None:
+            raise ValueError("warmdown needs a budget to end at: give --time-limit or --max-steps")
         if not 0 <= self.ema < 1:
             raise ValueError(f"ema must be in [0, 1), e.g. 0.999, got {self.ema}")
         if self.loss not in ("plain", "sliced"):
@@ -166,6 +172,10 @@ class RunHooks(Hooks):
         return self.scaler.get_scale() >= scale
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
+        if self.settings.warmdown:        # the next update's rate: the schedule's, times what the warm-down leaves
+            left = self.warmdown_left(progress["step"])
+            for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
+                group["lr"] = rate * left
         self.tokens_seen += progress["history"]["tokens"][-1]
         if self.ema is not None:
             self.ema.update_parameters(model)
@@ -180,6 +190,17 @@ class RunHooks(Hooks):
         if self.settings.keep_last and self.checkpoint is not None and self.rank == 0:
             keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
         return self.stop_reason() is not None
+
+    def warmdown_left(self, step: int) -> float:
+        """1 until the last `warmdown` fraction of the budget, then falling linearly to 0 at its end. The budget
+        is the time limit (counting the minutes of earlier sessions; each rank takes the ranks' mean, so all
+        agree), else max_steps."""
+        if self.settings.time_limit is not None:
+            spent = self.spent_before + time.perf_counter() - self.start
+            done = all_sum(spent / (self.spent_before + 60 * self.settings.time_limit), device=self.device)[0] / self.world
+        else:
+            done = step / self.settings.max_steps
+        return min(1.0, max(0.0, (1 - done) / self.settings.warmdown))
 
     def bar(self, *, total, initial, desc, disable):
         mode = self.report if self.rank == 0 else "none"          # rank 0 alone reports
