@@ -47,6 +47,16 @@ def counts_of(record: dict) -> list[list[int]]:
     return [[int(n) for n in line.split()] for line in record["counts_beam4"]]
 
 
+def gain(mine: dict, theirs: dict) -> str:
+    """`mine`'s beam-4 score less `theirs`', with the paired bootstrap's 95% interval over the test sentences."""
+    import numpy as np
+
+    from nmt_lib.metrics import paired_bootstrap
+    a, b = paired_bootstrap(counts_of(mine), counts_of(theirs))
+    low, high = np.percentile(a - b, [2.5, 97.5])
+    return f"{mine['beam4']['sacrebleu'] - theirs['beam4']['sacrebleu']:+.2f} ({low:+.2f} to {high:+.2f})"
+
+
 def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None,
         resume: bool = False, average: int = 1) -> Path:
     """Train, score and write the record; `resume` goes on with the run's checkpoint for the budget it has left;
@@ -121,23 +131,16 @@ def write_table(path: Path, table: dict) -> Path:
 def table() -> Path:
     """records/speedrun.json: a row per record, each track in the order its records were made; and
     records/speedrun-best.json, the README's: each track's best record by its beam-4 score, without its command."""
-    import numpy as np
-
-    from nmt_lib.metrics import paired_bootstrap
     records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
                      key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
     named = {(r["track"], r["name"]): r for r in records}
     rows = []
     for r in records:
-        gain = "the baseline"
+        over = "the baseline"
         if r["on"] is not None:
-            base = named[r["track"], r["on"]]
-            mine, theirs = paired_bootstrap(counts_of(r), counts_of(base))
-            low, high = np.percentile(mine - theirs, [2.5, 97.5])
-            gain = (f"{r['beam4']['sacrebleu'] - base['beam4']['sacrebleu']:+.2f} ({low:+.2f} to {high:+.2f}) "
-                    f"over {r['on']}")
+            over = f"{gain(r, named[r['track'], r['on']])} over {r['on']}"
         rows.append([r["track"], r["name"], r["change"], f"**{r['beam4']['sacrebleu']:.2f}** (α {r['alpha']:g})",
-                     f"{r['greedy']['sacrebleu']:.2f}", gain,
+                     f"{r['greedy']['sacrebleu']:.2f}", over,
                      f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M "
                      f"parameters", r["machine"]["cpu"], f"`{r['command']}`"])
     columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy",
