@@ -151,7 +151,7 @@ def table() -> Path:
             best[r["track"]] = row, r
     write_table(RECORDS / "speedrun-best.json", {
         "kind": "speedrun table", "command": "python speedrun/run.py --table",
-        "caption": "each track's best record by its beam-4 score; every record, with its command, on "
+        "caption": "each track's highest beam-4 score, a tie or not; every record, with its command, on "
                    "[the speedrun page](book/speedrun.md)",
         "tables": [{"columns": columns[:-1], "rows": [row[:-1] for row, _ in best.values()], "align": "llllrrll"}]})
     return write_table(RECORDS / "speedrun.json", {
