@@ -130,7 +130,7 @@ def write_table(path: Path, table: dict) -> Path:
 
 def table() -> Path:
     """records/speedrun.json: a row per record, each track in the order its records were made; and
-    records/speedrun-best.json, the README's: each track's best record by its beam-4 score, without its command."""
+    records/speedrun-best.json, the README's: each track's highest-scoring record (beam 4), without its command."""
     records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
                      key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
     named = {(r["track"], r["name"]): r for r in records}
