@@ -7,7 +7,6 @@ records/speedrun-published.json, whose table the speedrun page shows.
     python experiments/published_vs_speedrun.py --threads 2     # about 3 minutes on two cores
 """
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_public  # noqa: E402
 from nmt_lib.run.published import load_published  # noqa: E402
 from nmt_lib.run.records import RECORDS, cpu_name, read_record, write_record  # noqa: E402
-from run import HERE, gain, sentence_counts  # noqa: E402
+from run import gain, read_records, sentence_counts, training  # noqa: E402
 
 
 def main(argv=None):
@@ -31,11 +30,8 @@ def main(argv=None):
     scored = evaluate_public(load_published(), beam=4, alpha=alpha)
     published = {"beam4": {"sacrebleu": scored["sacrebleu"]},
                  "counts_beam4": sentence_counts(scored["hypotheses"], scored["reference_lines"])}
-    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("main-*.json")),
-                     key=lambda r: r["recorded"])
-    rows = [[r["name"], f"{r['beam4']['sacrebleu']:.2f}", gain(r, published),
-             f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M parameters"]
-            for r in records]
+    rows = [[r["name"], f"{r['beam4']['sacrebleu']:.2f}", gain(r, published), training(r)]
+            for r in read_records("main")]
     write_record(RECORDS / "speedrun-published.json", {
         "kind": "speedrun comparison", "command": shlex.join(["python", "experiments/published_vs_speedrun.py",
                                                               *(argv if argv is not None else sys.argv[1:])]),

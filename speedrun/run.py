@@ -47,6 +47,18 @@ def counts_of(record: dict) -> list[list[int]]:
     return [[int(n) for n in line.split()] for line in record["counts_beam4"]]
 
 
+def read_records(track: str | None = None) -> list[dict]:
+    """The records of speedrun/records/ (one track's, if named), each track's in the order they were made."""
+    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
+                     key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
+    return [r for r in records if track in (None, r["track"])]
+
+
+def training(r: dict) -> str:
+    """What a record's training took, as its table shows it."""
+    return f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M parameters"
+
+
 def gain(mine: dict, theirs: dict) -> str:
     """`mine`'s beam-4 score less `theirs`', with the paired bootstrap's 95% interval over the test sentences."""
     import numpy as np
@@ -131,8 +143,7 @@ def write_table(path: Path, table: dict) -> Path:
 def table() -> Path:
     """records/speedrun.json: a row per record, each track in the order its records were made; and
     records/speedrun-best.json, the README's: each track's highest-scoring record (beam 4), without its command."""
-    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
-                     key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
+    records = read_records()
     named = {(r["track"], r["name"]): r for r in records}
     rows = []
     for r in records:
@@ -140,9 +151,7 @@ def table() -> Path:
         if r["on"] is not None:
             over = f"{gain(r, named[r['track'], r['on']])} over {r['on']}"
         rows.append([r["track"], r["name"], r["change"], f"**{r['beam4']['sacrebleu']:.2f}** (α {r['alpha']:g})",
-                     f"{r['greedy']['sacrebleu']:.2f}", over,
-                     f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M "
-                     f"parameters", r["machine"]["cpu"], f"`{r['command']}`"])
+                     f"{r['greedy']['sacrebleu']:.2f}", over, training(r), r["machine"]["cpu"], f"`{r['command']}`"])
     columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy",
                "gain over the record it builds on (95% interval)", "training", "CPU", "command"]
     best = {}                                                      # track -> (row, record), tracks in order

@@ -156,7 +156,8 @@ def test_warmdown_takes_the_rate_linearly_to_zero_over_the_budgets_end_and_resum
     assert lr == pytest.approx([rate * min(1, (8 - k) / 4) for k, rate in enumerate(noam)])
 
     stop, after_update = guards.StopRequest(), RunHooks.after_update      # stopped by a signal inside the warm-down
-    monkeypatch.setattr(RunHooks, "after_update", lambda self, *a: (a[-1]["step"] == 5 and stop()) or after_update(self, *a))
+    monkeypatch.setattr(RunHooks, "after_update",
+                        lambda self, *a: (a[-1]["step"] == 5 and stop()) or after_update(self, *a))
     path = tmp_path / "run.pt"
     train_run(tiny_model(corpus), corpus, RunSettings(warmdown=0.5, **base), checkpoint=path, stop=stop,
               save_kwargs={"data": corpus.settings}, report="none")

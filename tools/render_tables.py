@@ -23,11 +23,13 @@ TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "s
           "book/teachers.md": ("module-plan", "chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "modern-tatoeba",
                               "published-subwords", "published-words", "ablation-subwords", "chapter-figures"),
-          "book/benchmarks.md": ("benchmark",), "book/speedrun.md": ("speedrun", "speedrun-published", "tatoeba-limits", "recipe-tatoeba"),
+          "book/benchmarks.md": ("benchmark",),
+          "book/speedrun.md": ("speedrun", "speedrun-published", "tatoeba-limits", "recipe-tatoeba"),
           "book/command-line.md": ("soak",)}
 RESULTS = ("08_evaluation", "held-out results")       # the notebook and the name of its results table
 OWN_TABLES = ("published-subwords", "published-words", "ablation-subwords", "recipe-tatoeba", "tatoeba-limits",
-              "modern-tatoeba", "soak", "speedrun", "speedrun-best", "speedrun-published")      # records/NAME.json that hold their tables
+              "modern-tatoeba", "soak", "speedrun", "speedrun-best",
+              "speedrun-published")                       # records/NAME.json that hold their tables
 LEAD = "**In this chapter:**"
 PUBLIC = ("tatoeba-test-greedy", "tatoeba-test-beam4")   # records/NAME.json of the published model
 

@@ -1,9 +1,10 @@
 """The full-scale trainer of the command line: chapter 9's `fit`, with what a long run needs around it.
 
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
-loss, fused Adam), a moving average of the weights, lower precision under `torch.autocast` (with loss scaling
-for fp16), data parallelism under torchrun, a checkpoint every `checkpoint_every` updates and at each epoch's end, stopping cleanly on a
-`StopRequest` or a time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
+loss, fused Adam), a moving average of the weights, a warm-down of the learning rate, lower precision under
+`torch.autocast` (with loss scaling for fp16), data parallelism under torchrun, a checkpoint every
+`checkpoint_every` updates and at each epoch's end, stopping cleanly on a `StopRequest` or a time limit, and
+resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
 on a corpus that draws new subword pieces at each epoch where BPE-dropout is asked for.
 """
 import math
@@ -197,7 +198,8 @@ class RunHooks(Hooks):
         agree), else max_steps."""
         if self.settings.time_limit is not None:
             spent = self.spent_before + time.perf_counter() - self.start
-            done = all_sum(spent / (self.spent_before + 60 * self.settings.time_limit), device=self.device)[0] / self.world
+            budget = self.spent_before + 60 * self.settings.time_limit
+            done = all_sum(spent / budget, device=self.device)[0] / self.world
         else:
             done = step / self.settings.max_steps
         return min(1.0, max(0.0, (1 - done) / self.settings.warmdown))
