@@ -50,7 +50,7 @@ test: $(STAMP) book slides chromium
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
-LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu sentencepiece safetensors pytest tqdm ipywidgets
+LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu sentencepiece safetensors pytest tqdm ipywidgets scipy
 $(LATEST)/.installed: pyproject.toml Makefile
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)

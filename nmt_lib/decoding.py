@@ -31,65 +31,41 @@ def cut_at_eos(seq: list, eos_id: int) -> tuple[list, bool]:
     """(the tokens before the first `<eos>`, whether there was one)."""
     return (seq[: seq.index(eos_id)], True) if eos_id in seq else (seq, False)
 
+def decoded(written, step_weights, src_len, eos_id: int) -> Decoded:
+    """The `Decoded` of the (B, steps) ids a search wrote: each sentence cut at its
+    first `<eos>`; with the steps' (B, 1, S) attention (a list, or None), each
+    sentence's rows up to its `<eos>` over its own S_i source tokens."""
+    tokens, weights = [], []
+    for i, seq in enumerate(written.tolist()):
+        seq, ended = cut_at_eos(seq, eos_id)
+        tokens.append(seq)
+        n = len(seq) + ended  # with the <eos> step
+        shown = step_weights is not None and n and step_weights[0] is not None
+        rows = [w[i] for w in step_weights[:n]] if shown else None
+        weights.append(torch.cat(rows)[:, : int(src_len[i])] if rows else None)
+    return Decoded(tokens, weights)
+
 
 @torch.no_grad()
 def greedy_decode(
-    model,
-    src,
-    src_len,
-    *,
-    bos_id: int,
-    eos_id: int,
-    max_len: int = MAX_LEN,
-    need_weights: bool = False,
+    model, src, src_len, *, bos_id, eos_id, max_len=MAX_LEN, need_weights=False
 ) -> Decoded:
-    """Batched greedy decoding: each sentence stops at its first `<eos>` or after
-    `max_len` tokens.
-
-    If `model.decoder` has `reorder_state(state, index)`, finished sentences leave the
-    batch. With `need_weights`, each sentence gets its (steps, S_i) attention over its
-    source, or None from a decoder that shows none (see the interface). The model's
-    training mode is left as it was.
-    """
-    B = src.shape[0]
-    compact = hasattr(model.decoder, "reorder_state")
-    rows = torch.arange(B, device=src.device)  # the sentence each batch row belongs to
-    tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-    generated = [[] for _ in range(B)]  # per sentence: the generated ids
-    step_weights = [[] for _ in range(B)]  # per sentence: one (S,) row per step
+    """Batched greedy decoding: at each step every sentence takes its most likely next
+    token, until each has written `<eos>` or `max_len` tokens. With `need_weights`,
+    each sentence also gets its attention over its source (None from a decoder that
+    shows none). The model's training mode is left as it was."""
+    tokens = torch.full((src.shape[0], 1), bos_id, device=src.device)  # (B, 1)
+    written, weights = tokens[:, :0], []  # (B, steps), one (B, 1, S) a step
     with eval_mode(model):
         state = model.encode(src, src_len)
         for _ in range(max_len):
-            logits, state, weights = model.step(tokens, state)
-            next_token = logits[:, -1].argmax(dim=-1)  # (rows,)
-            for r, (i, tok) in enumerate(zip(rows.tolist(), next_token.tolist())):
-                generated[i].append(tok)
-                if need_weights and weights is not None:
-                    step_weights[i].append(weights[r, -1])  # (S,)
-            ended = next_token == eos_id
-            if compact:
-                if ended.any():  # drop the rows whose sentence ended
-                    keep = (~ended).nonzero().squeeze(1)
-                    if keep.numel() == 0:
-                        break
-                    rows, next_token = rows[keep], next_token[keep]
-                    state = model.decoder.reorder_state(state, keep)
-            else:
-                finished |= ended
-                if finished.all():
-                    break
-            tokens = next_token.unsqueeze(1)
-    out_tokens, out_weights = [], []
-    for i, seq in enumerate(generated):
-        tokens_i, ended_i = cut_at_eos(seq, eos_id)
-        out_tokens.append(tokens_i)
-        n = len(tokens_i) + ended_i  # include the <eos> step
-        rows_i = step_weights[i][:n]
-        out_weights.append(
-            torch.stack(rows_i)[:, : int(src_len[i])] if rows_i else None
-        )
-    return Decoded(out_tokens, out_weights)
+            logits, state, w = model.step(tokens, state)
+            tokens = logits[:, -1:].argmax(dim=-1)  # (B, 1)
+            written = torch.cat([written, tokens], dim=1)
+            weights.append(w)
+            if written.eq(eos_id).any(dim=1).all():
+                break
+    return decoded(written, weights if need_weights else None, src_len, eos_id)
 
 
 def encode_sentences(
@@ -110,6 +86,13 @@ def encode_sentences(
         token_lists = [t[:max_src_len] for t in token_lists]
     return token_lists, [src_vocab[t] + [src_vocab.eos_id] for t in token_lists]
 
+def padded(ids: list, pad_id: int, model):
+    """A batch of id lists on the model's device: (src (B, S) padded, src_len (B,))."""
+    S = max(len(i) for i in ids)
+    src = torch.tensor([i + [pad_id] * (S - len(i)) for i in ids])
+    src_len = torch.tensor([len(i) for i in ids])
+    return src.to(model_device(model)), src_len.to(model_device(model))
+
 
 def translate(
     model,
@@ -124,42 +107,25 @@ def translate(
     prepare=preprocess,
 ) -> list[str]:
     """Translate raw English sentences to French (tokens joined by spaces), in input
-    order.
-
-    `search(model, src, src_len, bos_id=, eos_id=, max_len=)` returns a `Decoded`;
-    greedy by default (later chapters pass beam search). Runs on the model's device;
-    `prepare` as in `encode_sentences`.
-    """
+    order. `search(model, src, src_len, bos_id=, eos_id=, max_len=)` returns a
+    `Decoded`. Runs on the model's device; `prepare` as in `encode_sentences`."""
     if isinstance(sentences, str):
         raise ValueError(
             "translate takes a list of sentences; wrap a single sentence in a list"
         )
-    device = model_device(model)
     token_lists, ids = encode_sentences(
         sentences, src_vocab, max_src_len=max_src_len, prepare=prepare
     )
-    results = [""] * len(sentences)
-    todo = sorted(
-        (i for i, t in enumerate(token_lists) if t), key=lambda i: len(ids[i])
-    )
+    results = [""] * len(sentences)  # an empty sentence stays empty
+    todo = [i for i, t in enumerate(token_lists) if t]
+    todo.sort(key=lambda i: len(ids[i]))  # similar lengths in one batch
     for start in range(0, len(todo), batch_size):
         chunk = todo[start : start + batch_size]
-        S = max(len(ids[i]) for i in chunk)
-        src = torch.tensor(
-            [ids[i] + [src_vocab.pad_id] * (S - len(ids[i])) for i in chunk],
-            device=device,
-        )
-        src_len = torch.tensor([len(ids[i]) for i in chunk], device=device)
-        decoded = search(
-            model,
-            src,
-            src_len,
-            bos_id=tgt_vocab.bos_id,
-            eos_id=tgt_vocab.eos_id,
-            max_len=max_len,
-        )
-        for i, out in zip(chunk, decoded.tokens):
-            results[i] = tgt_vocab.detokenize(tgt_vocab.to_tokens(out))
+        src, src_len = padded([ids[i] for i in chunk], src_vocab.pad_id, model)
+        ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
+        out = search(model, src, src_len, **ends, max_len=max_len)
+        for i, tokens in zip(chunk, out.tokens):
+            results[i] = tgt_vocab.detokenize(tgt_vocab.to_tokens(tokens))
     return results
 
 

@@ -5,11 +5,15 @@
 behind a switch.
 
 `FastDropout` (`use_fast_dropout(model)`), the output layer and the loss together a
-slice of rows at a time (`sliced_batch_loss`). Shapes: B batch, T target length, N real
+slice of rows at a time (`sliced_batch_loss`), greedy decoding whose finished sentences
+leave the batch (`greedy_decode_fast`). Shapes: B batch, T target length, N real
 target tokens, D model width, V vocabulary size.
 """
 import torch
 from torch import nn
+
+from nmt_lib.decoding import MAX_LEN, Decoded, decoded
+from nmt_lib.model_helpers import eval_mode
 
 
 class FastDropout(nn.Module):
@@ -222,3 +226,33 @@ def tiled_attention(q, k, v, mask=None, *, tile: int = 128):
         m = new_m
     out = out / s.clamp_min(torch.finfo(dtype).tiny)[..., None]  # (..., Tq, Dv)
     return out.to(q.dtype)
+
+
+@torch.no_grad()
+def greedy_decode_fast(
+    model, src, src_len, *, bos_id, eos_id, max_len=MAX_LEN, need_weights=False
+) -> Decoded:
+    """Chapter 4b's `greedy_decode`, each sentence leaving the batch at its `<eos>`
+    (the decoder must offer `reorder_state(state, index)`). Same tokens, weights."""
+    B, S = src.shape
+    rows = torch.arange(B, device=src.device)  # the sentence each batch row holds
+    tokens = torch.full((B, 1), bos_id, device=src.device)  # (rows, 1)
+    written = torch.full((B, max_len), eos_id, device=src.device)  # (B, max_len)
+    kept = torch.zeros(B, max_len, 1, S, device=src.device)  # attention, if shown
+    shown = False
+    with eval_mode(model):
+        state = model.encode(src, src_len)
+        for t in range(max_len):
+            logits, state, weights = model.step(tokens, state)
+            tokens = logits[:, -1:].argmax(dim=-1)  # (rows, 1)
+            written[rows, t] = tokens[:, 0]
+            if need_weights and weights is not None:
+                kept[rows, t], shown = weights[:, -1:].float(), True
+            going = (tokens[:, 0] != eos_id).nonzero().squeeze(1)
+            if len(going) == 0:
+                break
+            if len(going) < len(rows):  # the finished sentences leave the batch
+                rows, tokens = rows[going], tokens[going]
+                state = model.decoder.reorder_state(state, going)
+    steps = [kept[:, t] for t in range(max_len)] if shown else None
+    return decoded(written, steps, src_len, eos_id)

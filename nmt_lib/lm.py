@@ -18,7 +18,7 @@ from torch import nn
 from nmt_lib.attention import causal_mask
 from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.transformer import Block, Parts, cached_self_attention
+from nmt_lib.transformer import Block, KVCache, Parts, self_attention
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,10 @@ class CausalBlock(Block):
         self.ffn = parts.ffn(cfg)
         self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
 
-    def forward(self, x, past_kv, mask):
-        """x (B, T, D) after `past_kv` (keys and values of the positions before, or
-        None): returns (new x, this block's keys and values of all positions so far)."""
-        kv = []  # a sublayer returns one tensor: the new cache comes back in here
-        attend = lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv)
+    def forward(self, x, mask, cache=None):  # x (B, T, D); a KVCache when decoding
+        attend = lambda y: self_attention(self.self_attn, y, mask, cache)
         x = self.residual(x, self.norm1, attend)
-        return self.residual(x, self.norm2, self.ffn), kv[0]
+        return self.residual(x, self.norm2, self.ffn)
 
 
 class DecoderOnlyLM(nn.Module):
@@ -87,19 +84,20 @@ class DecoderOnlyLM(nn.Module):
         self.out.weight = self.embedding.weight  # tied: one (V, D) matrix
 
     def forward(self, x, past=None):
-        """x (B, T) token ids after the positions `past` holds (a list of per-block keys
-        and values, or None): returns (logits (B, T, V), the new past)."""
-        start = 0 if past is None else past[0][0].shape[2]
+        """x (B, T) token ids after the positions `past` holds (a KVCache per block,
+        which the call extends; None: no cache, as in training): (logits (B, T, V),
+        past)."""
+        start = 0 if past is None else past[0].length
         # (B, T, D)
         h = self.pos(self.embedding(x) * math.sqrt(self.cfg.d_model), offset=start)
         T = x.shape[1]
         mask = None if T == 1 else causal_mask(T, start + T, x.device, offset=start)
-        new_past = []
-        for i, block in enumerate(self.blocks):
-            h, kv = block(h, None if past is None else past[i], mask)
-            new_past.append(kv)
-        return self.out(self.norm(h)), new_past
+        for block, cache in zip(self.blocks, past or [None] * len(self.blocks)):
+            h = block(h, mask, cache)
+        return self.out(self.norm(h)), past
 
+    def empty_cache(self) -> list:
+        return [KVCache() for _ in self.blocks]
 
 class GRULM(nn.Module):
     """The baseline: an embedding, a GRU and an output layer tied to the embedding
@@ -162,7 +160,7 @@ def generate(
     device, tokens = model_device(model), list(prompt)
     with eval_mode(model):
         # the whole prompt at once
-        logits, past = model(torch.tensor([tokens], device=device))
+        logits, past = model(torch.tensor([tokens], device=device), model.empty_cache())
         for _ in range(min(max_new_tokens, context - len(prompt))):
             scores = logits[0, -1].float().cpu()  # (V,)
             if greedy:

@@ -26,7 +26,7 @@ from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 from nmt_lib.base.course import setting
 from nmt_lib.base.device import default_device
 from nmt_lib.training import TrainSettings, fit
-from nmt_lib.transformer import Parts, Transformer, TransformerConfig
+from nmt_lib.transformer import KVCache, Parts, Transformer, TransformerConfig
 from nmt_lib.recipes import TRANSFORMER_SIZES
 
 
@@ -190,10 +190,13 @@ class ModernParts(Parts):
 
 
 def cache_bytes(cache) -> int:
-    """Bytes held by the tensors of a KV cache, nested lists and tuples of tensors: pass
-    `state.self_kv` or `state.cross_kv` (a whole state also counts its source mask)."""
+    """Bytes held by the tensors of a KV cache, nested lists and tuples of tensors and
+    KVCaches: pass `state.self_kv` or `state.cross_kv` (a whole state also counts its
+    source mask)."""
     if isinstance(cache, torch.Tensor):
         return cache.numel() * cache.element_size()
+    if isinstance(cache, KVCache):
+        cache = (cache.k, cache.v)
     if isinstance(cache, (list, tuple)):
         return sum(cache_bytes(c) for c in cache)
     return 0
@@ -284,21 +287,14 @@ def measure(build, data, settings=RECIPE, *, search=greedy_decode, device=None):
     }
 
 
-# Student's t distribution: its 97.5% point by degrees of freedom, from a table
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
-T_975 |= {8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145}
-T_975 |= {15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086}
-
-
 def half_width(sd, n: int, m: int):
     """The 95% interval's half-width for the difference of the means of n and m runs
-    whose pooled standard deviation is sd: t * sd * sqrt(1/n + 1/m)."""
-    if n + m - 2 not in T_975:
-        raise ValueError(
-            f"{n} + {m} runs: T_975 goes to 20 degrees of freedom, so "
-            "give 3 to 22 runs in all (at most 11 seeds a row)"
-        )
-    return T_975[n + m - 2] * sd * math.sqrt(1 / n + 1 / m)
+    whose pooled standard deviation is sd: t * sd * sqrt(1/n + 1/m), t the 97.5% point
+    of Student's t with n + m - 2 degrees of freedom."""
+    from scipy import stats  # imported here: the command line needs no scipy
+
+    t = float(stats.t.ppf(0.975, n + m - 2))
+    return t * sd * math.sqrt(1 / n + 1 / m)
 
 
 def mean_difference(x, y) -> tuple[float, float, float]:
@@ -351,7 +347,8 @@ class DecoderOnlyTranslator(nn.Module):
         with eval_mode(self):
             for rows in by_length.values():
                 prompt = [sources[i] + [bos_id + self.offset] for i in rows]
-                logits, past = self.lm(torch.tensor(prompt, device=device))
+                past = self.lm.empty_cache()
+                logits, _ = self.lm(torch.tensor(prompt, device=device), past)
                 written = []
                 for _ in range(max_len):
                     token = logits[:, -1, self.offset :].argmax(-1)  # (B,)

@@ -155,25 +155,54 @@ class TransformerEncoder(nn.Module):
         return self.norm(x)
 
 
+@dataclass
+class KVCache:
+    """One decoder block's self-attention keys and values of the target so far, two
+    (B, H, t, Dh); None before the first step. Chapter 12's rotary keys are kept
+    unturned."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:  # t
+        return 0 if self.k is None else self.k.shape[2]
+
+    def extend(self, k, v):
+        """Append the keys and values of T new positions, (B, H, T, Dh) each; return
+        those of all t + T positions."""
+        if self.k is not None:
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def select(self, index):
+        """The cache of batch rows `index` (a 1-D long tensor)."""
+        if self.k is None:
+            return KVCache()
+        return KVCache(self.k.index_select(0, index), self.v.index_select(0, index))
+
+
 class TransformerState(NamedTuple):
-    # per layer: projected encoder keys and values, two (B, H, S, Dh)
-    cross_kv: list
+    cross_kv: list  # per block: the encoder's projected keys and values, (B, H, S, Dh)
     src_mask: torch.Tensor  # (B, 1, 1, S)
-    # per layer: projected keys and values of the target so far,
-    # two (B, H, t, Dh), or None (chapter 12's rotary keys are kept unturned)
-    self_kv: list
+    self_kv: list  # per block: a KVCache
     pos: int  # number of target tokens already processed
 
+    def select(self, index):
+        """The state of batch rows `index`: beam search keeps the rows it extends."""
+        rows = lambda t: t.index_select(0, index)
+        cross = [(rows(k), rows(v)) for k, v in self.cross_kv]
+        caches = [cache.select(index) for cache in self.self_kv]
+        return TransformerState(cross, rows(self.src_mask), caches, self.pos)
 
-def cached_self_attention(attn, y, past_kv, mask, new_kv: list):
-    """Self-attention of y's T new positions (B, T, D) over the cached keys and values
-    of the t positions before them (`past_kv`, or None) and their own. Returns the
-    (B, T, D) output and appends the keys and values of all t + T positions to
-    `new_kv`."""
-    k, v = attn.project_kv(y, y)  # (B, H, T, Dh) each
-    if past_kv is not None:
-        k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-    new_kv.append((k, v))
+
+def self_attention(attn, y, mask, cache: KVCache | None = None):
+    """Masked self-attention of y (B, T, D) -> (B, T, D). With a cache, the T positions
+    come after the cached ones: only theirs are projected, and they join the cache."""
+    if cache is None:  # training: the whole target at once
+        return attn(y, y, y, mask)
+    k, v = cache.extend(*attn.project_kv(y, y))  # (B, H, t + T, Dh) each
     return attn.attend_kv(y, k, v, mask)
 
 
@@ -185,15 +214,13 @@ class DecoderBlock(Block):
         self.ffn = parts.ffn(cfg)
         self.norm1, self.norm2, self.norm3 = (parts.norm(cfg) for _ in range(3))
 
-    def forward(self, x, mem, past_kv, mask):
-        """x (B, T, D) -> (B, T, D), and this block's self-attention keys and values of
-        all target positions so far (the new cache). `mem`: the encoder's projected
-        keys and values for the cross-attention, and the source mask."""
-        kv = []  # a sublayer returns one tensor: the new cache comes back in here
-        attend = lambda y: cached_self_attention(self.self_attn, y, past_kv, mask, kv)
+    def forward(self, x, mem, mask, cache=None):
+        """x (B, T, D) -> (B, T, D). `mem`: the encoder's projected keys and values and
+        the source mask; `cache`: this block's KVCache, when decoding."""
+        attend = lambda y: self_attention(self.self_attn, y, mask, cache)
         x = self.residual(x, self.norm1, attend)
         x = self.residual(x, self.norm2, lambda y: self.cross_attn.attend_kv(y, *mem))
-        return self.residual(x, self.norm3, self.ffn), kv[0]
+        return self.residual(x, self.norm3, self.ffn)
 
 
 class TransformerDecoder(nn.Module):
@@ -212,10 +239,8 @@ class TransformerDecoder(nn.Module):
 
     def init_state(self, memory, src_len) -> TransformerState:
         src_mask = lens_to_mask(src_len, memory.shape[1]).unsqueeze(1)  # (B, 1, 1, S)
-        cross_kv = [
-            block.cross_attn.project_kv(memory, memory) for block in self.blocks
-        ]
-        return TransformerState(cross_kv, src_mask, [None] * len(self.blocks), 0)
+        cross_kv = [b.cross_attn.project_kv(memory, memory) for b in self.blocks]
+        return TransformerState(cross_kv, src_mask, [KVCache() for _ in cross_kv], 0)
 
     def forward(self, tgt_in, state: TransformerState):
         """Chapter 4b's interface: (logits (B, T, V), new state, attention over the
@@ -223,38 +248,23 @@ class TransformerDecoder(nn.Module):
         while the attention layers keep their weights (`kept_weights`), else None."""
         x, state = self.features(tgt_in, state)
         cross = self.blocks[-1].cross_attn
-        return (
-            self.dense(x),
-            state,
-            (cross.weights.mean(1) if cross.keep_weights else None),
-        )
+        weights = cross.weights.mean(1) if cross.keep_weights else None
+        return self.dense(x), state, weights
 
     def features(self, tgt_in, state: TransformerState):
         """What the output layer `dense` reads, (B, T, D), and the new state."""
         T, pos = tgt_in.shape[1], state.pos
         x = self.pos(self.embedding(tgt_in) * self.scale, offset=pos)  # (B, T, D)
-        # Query j sits at position pos + j and may see keys 0 .. pos + j;
-        # one new token sees all.
+        # query j sits at position pos + j and sees keys 0 .. pos + j
         mask = None if T == 1 else causal_mask(T, pos + T, x.device, offset=pos)
-        new_kv = []
-        for block, cross_kv, past_kv in zip(self.blocks, state.cross_kv, state.self_kv):
-            x, kv = block(x, (*cross_kv, state.src_mask), past_kv, mask)
-            new_kv.append(kv)
-        state = TransformerState(state.cross_kv, state.src_mask, new_kv, pos + T)
-        return self.norm(x), state
+        caches = [KVCache(c.k, c.v) for c in state.self_kv]  # copies: `state` stays
+        for block, cross_kv, cache in zip(self.blocks, state.cross_kv, caches):
+            x = block(x, (*cross_kv, state.src_mask), mask, cache)
+        return self.norm(x), state._replace(self_kv=caches, pos=pos + T)
 
     @staticmethod
     def reorder_state(state: TransformerState, index) -> TransformerState:
-        """Keep batch rows `index` (a 1-D long tensor) of every cached tensor."""
-        keep = lambda pair: (
-            None if pair is None else tuple(t.index_select(0, index) for t in pair)
-        )
-        return TransformerState(
-            [keep(kv) for kv in state.cross_kv],
-            state.src_mask.index_select(0, index),
-            [keep(kv) for kv in state.self_kv],
-            state.pos,
-        )
+        return state.select(index)  # keep batch rows `index`
 
 
 class Transformer(EncoderDecoder):

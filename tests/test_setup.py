@@ -10,9 +10,9 @@ ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
 
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the subword tokenizer
 # (chapter 8b), ipywidgets and IPython the translator app (chapter 8), safetensors the published model's
-# weights (nmt_lib.run.published): each is imported inside the functions
+# weights (nmt_lib.run.published), scipy Student's t quantile (chapter 12): each is imported inside the functions
 # that use it, so that importing nmt_lib never needs it.
-LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython", "safetensors"}
+LAZY_ONLY = {"sacrebleu", "sentencepiece", "ipywidgets", "IPython", "safetensors", "scipy"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():

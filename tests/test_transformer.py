@@ -111,6 +111,19 @@ def test_cached_decoding_gives_exactly_the_tokens_of_full_recomputation():
         assert cached.tokens == singles
 
 
+def test_the_fast_greedy_writes_the_tokens_and_weights_of_the_simple_one():
+    from nmt_lib.fast import greedy_decode_fast                       # chapter 10's: finished rows leave
+    model, (src, src_len, _) = uneven_model(), batch()
+    with kept_weights(model):
+        simple = greedy_decode(model, src, src_len, max_len=12, need_weights=True, **KW)
+        fast = greedy_decode_fast(model, src, src_len, max_len=12, need_weights=True, **KW)
+    assert fast.tokens == simple.tokens and len({len(t) for t in fast.tokens}) == 3
+    for a, b in zip(fast.weights, simple.weights):
+        torch.testing.assert_close(a, b)
+    plain = greedy_decode_fast(model, src, src_len, max_len=12, **KW)
+    assert plain.tokens == simple.tokens and plain.weights == [None] * 3
+
+
 def test_beam_size_one_is_greedy():
     for seed in range(4):
         torch.manual_seed(seed)

@@ -155,7 +155,7 @@ def check_decoder_block(cls) -> str:
     def reference(block, x, memory, src_mask, *, causal=True):
         kv = block.cross_attn.project_kv(memory, memory)
         self_mask = causal_mask(x.shape[1]) if causal else None
-        return block(x, (*kv, src_mask.unsqueeze(1)), None, self_mask)[0]
+        return block(x, (*kv, src_mask.unsqueeze(1)), self_mask)
 
     gen = torch.Generator().manual_seed(1)
     x, memory = torch.randn(2, 5, 16, generator=gen), torch.randn(2, 6, 16, generator=gen)
@@ -193,7 +193,7 @@ def check_kv_cache_step(fn) -> str:
     with chapter 5's `attn` (a MultiHeadAttention): project the new position with `attn.project_kv`, append
     its key and value to the cached (B, H, t, Dh) ones (None at the first step), attend with `attn.attend_kv`."""
     from nmt_lib.multihead import MultiHeadAttention
-    from nmt_lib.transformer import cached_self_attention          # chapter 7's
+    from nmt_lib.transformer import KVCache, self_attention        # chapter 7's
 
     torch.manual_seed(0)
     attn = MultiHeadAttention(16, 4).eval()
@@ -207,9 +207,9 @@ def check_kv_cache_step(fn) -> str:
         y = ys[:, t : t + 1]
         with torch.no_grad():
             got = parts(case, learner_call(case, fn, attn, y.clone(), *(past or (None, None))), ("output", "k", "v"))
-            kv = []
-            out = cached_self_attention(attn, y, past, None, kv)
-            k, v = kv[0]
+            cache = KVCache(*(past or (None, None)))
+            out = self_attention(attn, y, None, cache)
+            k, v = cache.k, cache.v
             new_k, new_v = attn.project_kv(y, y)
             if past is not None:
                 mistakes = {"the new key goes after the cached ones: append along the time axis, dim 2":

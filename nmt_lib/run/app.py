@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import torch
 
-from nmt_lib.decoding import MAX_LEN, greedy_decode
+from nmt_lib.decoding import MAX_LEN
+from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.evaluation import beam_trace, trace_path
 from nmt_lib.plot import show_heatmaps
 from nmt_lib.model_helpers import model_device
@@ -115,7 +116,7 @@ def explore(
             )
         hypotheses.sort(key=lambda h: -h[2])
     else:
-        out = greedy_decode(model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len).tokens[0]
+        out = greedy_decode_fast(model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len).tokens[0]
     ended = len(out) < max_len
     tgt_in = torch.tensor([[bos] + out], device=device)
     # (L, H, Tq, Tk)

@@ -7,7 +7,8 @@ import warnings
 from functools import partial
 
 from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer, split_settings
-from nmt_lib.decoding import beam_search, evaluate_bleu, greedy_decode, translate
+from nmt_lib.decoding import beam_search, evaluate_bleu, translate
+from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.run.guards import beam_batch_size
 from nmt_lib.run.testsets import read_tatoeba_test
 from nmt_lib.unknowns import UNK, replace_unknowns
@@ -43,7 +44,7 @@ def int8(ckpt):
 def search_for(beam: int, alpha: float = 1.0):
     """Greedy decoding for beam 1, else beam search with `beam` hypotheses, their log-probabilities divided
     by length ** `alpha` (the length penalty: 0 favours short translations, 1 scores per token)."""
-    return greedy_decode if beam == 1 else partial(beam_search, beam_size=beam, alpha=alpha)
+    return greedy_decode_fast if beam == 1 else partial(beam_search, beam_size=beam, alpha=alpha)
 
 
 def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_size: int = 64, max_len: int = MAX_OUTPUT,
