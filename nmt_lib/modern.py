@@ -18,11 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.attention import attend
 from nmt_lib.decoding import Decoded, cut_at_eos, evaluate_bleu, greedy_decode
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
-from nmt_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from nmt_lib.multihead import MultiHeadAttention, split_heads
 from nmt_lib.base.course import setting
 from nmt_lib.base.device import default_device
 from nmt_lib.training import TrainSettings, fit
@@ -87,14 +86,7 @@ class GroupedQueryAttention(MultiHeadAttention):
     (self-attention only)."""
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        kv_heads: int | None = None,
-        dropout: float = 0.0,
-        *,
-        rotary: bool = False,
-        bias: bool = True,
+        self, d_model, n_heads, kv_heads=None, dropout=0.0, *, rotary=False, bias=True
     ):
         super().__init__(d_model, n_heads, dropout, bias=bias)
         self.kv_heads = n_heads if kv_heads is None else kv_heads
@@ -114,26 +106,20 @@ class GroupedQueryAttention(MultiHeadAttention):
         k = split_heads(self.W_k(keys), self.kv_heads)
         return k, split_heads(self.W_v(values), self.kv_heads)
 
-    def attend_kv(self, queries, k, v, mask=None):
-        if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk)
-        q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
+    def attend_heads(self, q, k, v, mask):  # k, v: (B, G, Tk, Dh)
         if self.rotary:  # self-attention: keys at 0 .. Tk-1, queries the last Tq
             assert q.shape[2] <= k.shape[2], "the queries are among the keys"
             q, k = rotate(q, k.shape[2] - q.shape[2]), rotate(k)
-        dropout = self.dropout if self.training else 0.0
         if self.keep_weights:  # explicit: each key/value head copied for its group
             group = self.n_heads // self.kv_heads
             k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, Dh)
             v = v.repeat_interleave(group, dim=1)
-            out, self.weights = attend(
-                q, k, v, mask, dropout=dropout, need_weights=True
-            )
-        else:  # the fused kernel reads each key/value head once for its whole group
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=True
-            )
-        return self.W_o(merge_heads(out))  # (B, Tq, D)
+            return super().attend_heads(q, k, v, mask)
+        dropout = self.dropout if self.training else 0.0
+        # the fused kernel reads each key/value head once for its whole group
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=True
+        )
 
 
 class NoTable(nn.Dropout):
@@ -154,14 +140,13 @@ class ModernParts(Parts):
         "the gated feed-forward network, SwiGLU (d_ff as given: size it with "
         "swiglu_width or d_ff_for)",
     )
-    rope: bool = setting(
-        False, "rotary positions in self-attention instead of the sinusoidal table"
-    )
+    rope: bool = setting(False, "rotary positions in self-attention, no table")
     kv_heads: int | None = setting(
         None,
         "key/value heads, each shared by n_heads / kv_heads query heads (grouped-query "
         "attention; 1: multi-query); none: one per query head, as in the paper",
     )
+    dec_layers: int | None = setting(None, "decoder blocks, if fewer than n_layers")
 
     def self_attention(self, cfg) -> nn.Module:
         if not self.rope and self.kv_heads in (None, cfg.n_heads):
@@ -187,6 +172,9 @@ class ModernParts(Parts):
 
     def positions(self, cfg, max_len: int) -> nn.Module:
         return NoTable(cfg.dropout) if self.rope else super().positions(cfg, max_len)
+
+    def decoder_layers(self, cfg) -> int:
+        return self.dec_layers or cfg.n_layers
 
 
 def cache_bytes(cache) -> int:

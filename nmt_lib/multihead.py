@@ -28,21 +28,16 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention: (B, Tq, D) queries over (B, Tk, D)
-    keys and values -> (B, Tq, D).
-
-    With `keep_weights` on (see `kept_weights`), it takes the explicit path and keeps
-    the last call's (B, H, Tq, Tk) weights in `weights`; PyTorch's fused kernel,
-    the default, computes none.
-    """
+    keys and values -> (B, Tq, D). With `keep_weights` on (see `kept_weights`), it
+    takes the explicit path and keeps the last call's (B, H, Tq, Tk) weights in
+    `weights`; PyTorch's fused kernel, the default, computes none."""
 
     def __init__(
         self, d_model: int, n_heads: int, dropout: float = 0.0, *, bias: bool = True
     ):
         super().__init__()
         if d_model % n_heads:
-            raise ValueError(
-                f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})"
-            )
+            raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads")
         self.n_heads, self.dropout = n_heads, dropout
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
@@ -54,29 +49,24 @@ class MultiHeadAttention(nn.Module):
         k, v = self.project_kv(keys, values)
         return self.attend_kv(queries, k, v, mask)
 
-    def project_kv(self, keys, values):
-        """Keys and values projected and split into heads: two (B, H, Tk, Dh) tensors.
+    def project_kv(self, keys, values):  # what a KV cache keeps: two (B, H, Tk, Dh)
+        k, v = self.W_k(keys), self.W_v(values)
+        return split_heads(k, self.n_heads), split_heads(v, self.n_heads)
 
-        A decoder can keep these (a KV cache) instead of re-projecting old positions
-        each step.
-        """
-        return split_heads(self.W_k(keys), self.n_heads), split_heads(
-            self.W_v(values), self.n_heads
-        )
-
-    def attend_kv(self, queries, k, v, mask=None):
-        """Attention of (B, Tq, D) queries over already projected (B, H, Tk, Dh) keys
-        and values."""
+    def attend_kv(self, queries, k, v, mask=None):  # over projected keys and values
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # (B, 1, Tq|1, Tk): same for all heads
         q = split_heads(self.W_q(queries), self.n_heads)  # (B, H, Tq, Dh)
+        return self.W_o(merge_heads(self.attend_heads(q, k, v, mask)))  # (B, Tq, D)
+
+    def attend_heads(self, q, k, v, mask):  # (B, H, Tq, Dh) out
         dropout = self.dropout if self.training else 0.0
         out, weights = attend(
             q, k, v, mask, dropout=dropout, need_weights=self.keep_weights
         )
         if self.keep_weights:
             self.weights = weights  # (B, H, Tq, Tk)
-        return self.W_o(merge_heads(out))  # (B, Tq, D)
+        return out
 
 
 @contextmanager

@@ -10,6 +10,7 @@ Shapes: B batch, T target length, N real target tokens, V vocabulary size.
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -112,24 +113,17 @@ def update_groups(
     return groups
 
 
-def apply_update(
-    params, optimizer, schedule, tokens: int, clip: float | None, *, step=None
-):
+def apply_update(params, optimizer, schedule, tokens: int, clip: float | None):
     """Finish an update whose micro-batches' summed gradients are in `params`: divide
     them by the update's `tokens` (the mean over its target tokens), clip their norm,
-    one Adam step, one schedule step. `step` stands in for `optimizer.step()` where a
-    caller wraps it (the command-line trainer's fp16 loss scaling); it returns False for
-    an update it skipped, which leaves the schedule as it is."""
+    one Adam step, one schedule step."""
     for p in params:
         if p.grad is not None:
             p.grad.div_(tokens)
     if clip is not None:
         nn.utils.clip_grad_norm_(params, clip)
-    if step is None:
-        optimizer.step()
-        schedule.step()
-    elif step():
-        schedule.step()
+    optimizer.step()
+    schedule.step()
     optimizer.zero_grad(set_to_none=True)
 
 
@@ -144,12 +138,28 @@ def token_loaders(data, settings: TrainSettings) -> tuple:
     )
 
 
-def epoch_batches(loader, epoch: int) -> tuple[list, list[int]]:
-    """An epoch's micro-batches (lists of example indices), and the target tokens
-    (+ <eos>) of each."""
+def epoch_updates(loader, epoch: int, settings, progress: dict, bar):
+    """Yield the updates of `epoch`, each a list of micro-batches, from micro-batch
+    `progress["batch"]` on (0, unless resuming mid-epoch), with `bar(total=, initial=,
+    desc=)` showing the epoch."""
     loader.batch_sampler.set_epoch(epoch)
     batches = list(loader.batch_sampler)
-    return batches, [sum(len(loader.dataset[i][1]) + 1 for i in b) for b in batches]
+    dataset, collate = loader.dataset, loader.collate_fn
+    tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]  # + <eos>
+    start, history = progress["batch"], progress["history"]
+    desc, began, seen = f"epoch {epoch}/{settings.epochs}", time.perf_counter(), 0
+    with bar(total=len(batches), initial=start, desc=desc) as shown:
+        for first, end in update_groups(tokens, settings.tokens_per_update, start):
+            progress["batch"] = end  # where the epoch stands once this update is done
+            yield [collate([dataset[i] for i in b]) for b in batches[first:end]]
+            seen += history["tokens"][-1]
+            shown.update(end - first)
+            shown.set_postfix_str(
+                f"step {progress['step']:,}, loss {history['train_loss'][-1]:.3f}, "
+                f"lr {history['lr'][-1]:.2e}, "
+                f"{seen / (time.perf_counter() - began):,.0f} tok/s",
+                refresh=False,
+            )
 
 
 def new_progress() -> dict:
@@ -204,11 +214,28 @@ def close_epoch(
     return f"step {progress['step']:,}, train loss {train_loss:.3f}, {held_out}"
 
 
+def check_finite(loss: float, progress: dict):
+    if not math.isfinite(loss):
+        raise TrainingDiverged(
+            f"the loss became {loss} at update {progress['step'] + 1}; lower "
+            "lr_factor or raise warmup"
+        )
+
+
+def finish(model, progress: dict, start: float) -> dict:
+    """The run's end: its seconds (counting earlier sessions') and evaluation mode."""
+    progress["seconds"] = time.perf_counter() - start
+    model.eval()
+    return progress
+
+
 class Hooks:
     """The places where a longer run adds to `fit`. These defaults are the lesson's run;
     the command line's trainer (`nmt_lib/run/trainer.py`) overrides them for lower
-    precision, several GPUs, a checkpoint every N updates, resuming, and stopping on
-    request."""
+    precision, several processes, a checkpoint every N updates, resuming, and stopping
+    on request."""
+
+    validate = True  # compute the held-out loss at each epoch's end (data permitting)
 
     def begin(self, model, settings: TrainSettings) -> tuple:
         """The optimizer, schedule and progress the run starts from: new ones (resuming
@@ -225,109 +252,60 @@ class Hooks:
         up; returns their summed loss and target tokens."""
         loss_sum, n_sum = 0.0, 0
         for batch in micro_batches:
-            loss, n = batch_loss(model, batch, settings, pad_id)
+            loss, n = batch_loss(model, batch.to(model_device(model)), settings, pad_id)
             loss.backward()
             loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
         return loss_sum, n_sum
 
-    step = None  # apply_update's stand-in for optimizer.step() (none: Adam's own)
-    validate = True  # compute the held-out loss at each epoch's end (data permitting)
+    def update(self, params, optimizer, schedule, tokens: int, clip):
+        apply_update(params, optimizer, schedule, tokens, clip)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        """Called after each update; returning True stops the run."""
-        return False
+        return False  # True stops the run
 
     def after_epoch(self, model, optimizer, schedule, progress) -> bool:
-        """Called after each epoch's held-out loss; returning True stops the run."""
-        return False
+        return False  # True stops the run
 
-    def bar(self, **kwargs):
-        """An epoch's progress bar."""
+    def bar(self, **kwargs):  # an epoch's progress
         return tqdm(unit="batch", **kwargs)
+
+    def say(self, line: str):  # an epoch's held-out loss
+        tqdm.write(line)
 
 
 def fit(
     model, data, settings: TrainSettings, *, hooks: Hooks | None = None, quiet=False
 ) -> dict:
     """Train `model` on `data`'s train split by updates of `settings.tokens_per_update`
-    target tokens.
-
-    Adam with the paper's settings and the warm-up schedule; each update sums
-    `batch_loss` over length-bucketed micro-batches, and each epoch ends on the
-    held-out loss. `hooks` (a `Hooks`) may add to the run, a checkpoint after each
-    epoch for instance. A tqdm bar shows each epoch (none when `quiet`). Returns the
-    progress: updates done, and the history of losses and rates.
-    """
-    hooks = hooks or Hooks()
-    device, pad_id = model_device(model), data.tgt_vocab.pad_id
+    target tokens, with Adam and the warm-up schedule, and the held-out loss at each
+    epoch's end. `hooks` may add to the run. Returns the progress: updates done, and
+    the history of losses and rates."""
+    hooks, pad_id = hooks or Hooks(), data.tgt_vocab.pad_id
     optimizer, schedule, progress = hooks.begin(model, settings)
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    # A new run starts at epoch 1, micro-batch 0, 0 s; a resumed one where it stood.
-    start = time.perf_counter() - progress["seconds"]
     loader, valid = token_loaders(data, settings)
-    dataset, collate = loader.dataset, loader.collate_fn
+    bar = partial(hooks.bar, disable=quiet)
+    start = time.perf_counter() - progress["seconds"]  # a resumed run counts on
     model.train()
     for epoch in range(progress["epoch"], settings.epochs + 1):
-        batches, tokens = epoch_batches(loader, epoch)
-        optimizer.zero_grad(set_to_none=True)
-        with hooks.bar(
-            total=len(batches),
-            initial=progress["batch"],
-            desc=f"epoch {epoch}/{settings.epochs}",
-            disable=quiet,
-        ) as bar:
-            for first, end in update_groups(
-                tokens, settings.tokens_per_update, start=progress["batch"]
-            ):
-                micro_batches = [
-                    collate([dataset[i] for i in b]).to(device)
-                    for b in batches[first:end]
-                ]
-                # 9.3: each micro-batch backpropagated, their gradients add up
-                loss_sum, n_sum = hooks.accumulate(
-                    model, micro_batches, settings, pad_id
-                )
-                if not math.isfinite(loss_sum):
-                    raise TrainingDiverged(
-                        f"the loss became {loss_sum} at update {progress['step'] + 1}; "
-                        "lower lr_factor or raise warmup"
-                    )
-                lr = optimizer.param_groups[0]["lr"]
-                apply_update(
-                    params, optimizer, schedule, n_sum, settings.clip, step=hooks.step
-                )
-                record_update(progress, lr, loss_sum, n_sum)
-                progress["batch"] = end
-                bar.update(end - first)
-                bar.set_postfix_str(
-                    f"step {progress['step']:,}, loss {loss_sum / n_sum:.3f}, lr "
-                    f"{lr:.2e}",
-                    refresh=False,
-                )
-                stop = hooks.after_update(model, optimizer, schedule, progress) or (
-                    settings.max_steps is not None
-                    and progress["step"] >= settings.max_steps
-                )
-                if stop:
-                    break
-            else:  # the epoch ran to its end
-                bar.set_postfix_str(
-                    close_epoch(
-                        progress,
-                        model,
-                        valid,
-                        pad_id,
-                        validate=bool(data.splits.valid) and hooks.validate,
-                    ),
-                    refresh=False,
-                )
-                progress["seconds"] = time.perf_counter() - start
-                stop = hooks.after_epoch(model, optimizer, schedule, progress)
-        if stop:
+        for micro_batches in epoch_updates(loader, epoch, settings, progress, bar):
+            # 9.3: each micro-batch backpropagated, their gradients add up
+            loss, tokens = hooks.accumulate(model, micro_batches, settings, pad_id)
+            lr = optimizer.param_groups[0]["lr"]
+            check_finite(loss, progress)
+            hooks.update(params, optimizer, schedule, tokens, settings.clip)
+            record_update(progress, lr, loss, tokens)
+            stop = hooks.after_update(model, optimizer, schedule, progress)
+            if stop or progress["step"] == settings.max_steps:
+                return finish(model, progress, start)
+        validate = bool(data.splits.valid) and hooks.validate
+        line = close_epoch(progress, model, valid, pad_id, validate=validate)
+        progress["seconds"] = time.perf_counter() - start
+        if not quiet:
+            hooks.say(f"epoch {epoch}: {line}")
+        if hooks.after_epoch(model, optimizer, schedule, progress):
             break
-    progress["seconds"] = time.perf_counter() - start
-    model.eval()
-    return progress
+    return finish(model, progress, start)
 
 
 def plot_history(history: dict, title: str = "training"):

@@ -60,16 +60,9 @@ class TransformerConfig:
     src_vocab_size: int
     tgt_vocab_size: int
     d_model: int = setting(128, "width of every token vector")
-    n_heads: int = setting(
-        4, "attention heads per layer, each d_model / n_heads wide", aliases=["--heads"]
-    )
+    n_heads: int = setting(4, "attention heads per layer, each d_model / n_heads wide")
     d_ff: int = setting(512, "hidden width of the position-wise feed-forward network")
-    n_layers: int = setting(
-        3, "encoder blocks, and as many decoder blocks", aliases=["--layers"]
-    )
-    dec_layers: int | None = setting(
-        None, "decoder blocks when not as many as n_layers (a shallow decoder)"
-    )
+    n_layers: int = setting(3, "encoder blocks, and as many decoder blocks")
     dropout: float = setting(
         0.1, "on embeddings, attention weights and every sublayer output"
     )
@@ -116,6 +109,9 @@ class Parts:
 
     def norm(self, cfg) -> nn.Module:
         return nn.LayerNorm(cfg.d_model)
+
+    def decoder_layers(self, cfg) -> int:
+        return cfg.n_layers
 
     def positions(self, cfg, max_len: int) -> nn.Module:
         """What the scaled embeddings go through: the sinusoidal table, then dropout."""
@@ -232,7 +228,7 @@ class TransformerDecoder(nn.Module):
         )
         self.pos = parts.positions(cfg, cfg.max_len)
         self.blocks = nn.ModuleList(
-            DecoderBlock(cfg, parts) for _ in range(cfg.dec_layers or cfg.n_layers)
+            DecoderBlock(cfg, parts) for _ in range(parts.decoder_layers(cfg))
         )
         self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
         self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)

@@ -310,15 +310,19 @@ def test_cli_trains_translates_and_evaluates_english_german(tmp_path, de_corpus,
     assert status == 1 and "the record" in err and "is a folder" in err and "BLEU" not in out
 
 
-def test_the_lessons_fit_ends_each_epochs_bar_on_its_held_out_loss(de_corpus, capsys):
+def test_the_lessons_fit_shows_each_epochs_bar_and_then_its_held_out_loss(de_corpus, capsys):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
     settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3)
     fit(tiny_model(corpus), corpus, settings)
-    drawn = last_drawings(capsys.readouterr().err)
+    shown = capsys.readouterr()
+    drawn = last_drawings(shown.err)
     assert [line.split(":")[0] for line in drawn] == ["epoch 1/2", "epoch 2/2"]
-    assert all("100%" in line and "valid loss" in line and "perplexity" in line for line in drawn)
+    assert all("100%" in line and "tok/s" in line for line in drawn)
+    said = shown.out.splitlines()
+    assert [line.split(":")[0] for line in said] == ["epoch 1", "epoch 2"]
+    assert all("valid loss" in line and "perplexity" in line for line in said)
     fit(tiny_model(corpus), corpus, settings, quiet=True)
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr() == ("", "")
 
 
 # ---------------------------------------------------------------- the command line: never losing work

@@ -79,8 +79,9 @@ def test_the_app_translates_redraws_and_shows_messages(tiny):
 def test_a_shallow_decoder_decodes_with_its_own_depth_and_the_app_offers_each_kind_its_layers(tiny):
     _, src, tgt = tiny
     torch.manual_seed(0)
-    cfg = TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3, dec_layers=1)
-    model = Transformer(cfg).eval()
+    from nmt_lib.modern import ModernParts                           # chapter 12's decoder depth
+    cfg = TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3)
+    model = Transformer(cfg, ModernParts(dec_layers=1)).eval()
     assert (len(model.encoder.blocks), len(model.decoder.blocks)) == (3, 1)
     exp = explore(model, src, tgt, "he is here .")
     assert exp.maps["encoder"].shape[0] == 3 and exp.maps["cross"].shape[0] == exp.maps["decoder_self"].shape[0] == 1

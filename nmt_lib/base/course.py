@@ -79,7 +79,7 @@ def setting(default, help: str, **command_line):
     """A dataclass field with its default and a help text, for the settings classes of later chapters.
 
     The command line (chapter 9) makes one option of each such field: `flag` renames the option,
-    `aliases` adds others, `choices` restricts its values.
+    `choices` restricts its values.
     """
     return field(default=default, metadata={"help": help, **command_line})
 

@@ -97,13 +97,14 @@ def stop_on_signals(stop: StopRequest, announce):
             signal.signal(s, old)
 
 
-def beam_batch_size(beam: int, cfg, *, max_len: int, budget_mb: float, wanted: int) -> int:
+def beam_batch_size(beam: int, model, *, max_len: int, budget_mb: float, wanted: int) -> int:
     """How many sentences beam search may decode together within `budget_mb` megabytes.
 
     Each of the batch x beam rows holds a few vocabulary-sized score vectors and a key-value cache that
     grows to `max_len` positions in every decoder layer (float32). Too large a beam for one sentence is
     an error that says what would fit."""
-    row = 4 * (8 * cfg.tgt_vocab_size + 4 * (cfg.dec_layers or cfg.n_layers) * max_len * cfg.d_model)       # bytes per row
+    cfg, layers = model.cfg, len(model.decoder.blocks)
+    row = 4 * (8 * cfg.tgt_vocab_size + 4 * layers * max_len * cfg.d_model)       # bytes per row
     fits = int(budget_mb * 2 ** 20 // (beam * row))
     if fits < 1:
         raise ValueError(f"beam {beam:,} needs about {beam * row / 2 ** 20:,.0f} MB for one sentence with this "

@@ -59,7 +59,7 @@ def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_siz
     raw = keeps_case(ckpt.payload["data"])                         # the text as written: nothing to join up
     max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
     if beam > 1:
-        batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
+        batch_size = beam_batch_size(beam, ckpt.model, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
     for i in keep if warn is not None else ():           # tokenizing to count costs time: only to warn
@@ -187,7 +187,7 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
     cfg = ckpt.model.cfg
     max_len = min(MAX_OUTPUT, cfg.max_len - 1)
     if beam > 1:
-        batch_size = beam_batch_size(beam, cfg, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
+        batch_size = beam_batch_size(beam, ckpt.model, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
         warnings.simplefilter("ignore")
         result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,

@@ -27,9 +27,12 @@ def number(kind, optional: bool = False, minimum=None, maximum=None):
     return parse
 
 
+ALIASES = {"n_heads": ["--heads"], "n_layers": ["--layers"]}     # shorter names the command line also takes
+
+
 def option(f) -> tuple[list[str], str]:
     """A setting's option strings and the name it is parsed into."""
-    names = [f.metadata.get("flag", "--" + f.name.replace("_", "-")), *f.metadata.get("aliases", ())]
+    names = [f.metadata.get("flag", "--" + f.name.replace("_", "-")), *ALIASES.get(f.name, ())]
     return names, names[0][2:].replace("-", "_")
 
 

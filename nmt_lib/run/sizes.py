@@ -42,7 +42,7 @@ def check_model_size(config: dict, *, parts=None, training: bool, what: str = "t
     if config["max_len"] > MAX_POSITIONS:
         raise ValueError(f"max_len must be at most {MAX_POSITIONS:,} (the positional table holds max_len x d_model "
                          f"numbers), got {config['max_len']:,}{hint}")
-    layers = max(config["n_layers"], config.get("dec_layers") or 0)
+    layers = max(config["n_layers"], getattr(parts, "dec_layers", None) or 0)
     if layers > MAX_LAYERS:
         raise ValueError(f"{what} would have {layers:,} layers; the course's tools stop at "
                          f"{MAX_LAYERS:,} (each layer's modules take memory whatever their width){hint}")

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
@@ -28,7 +29,7 @@ from nmt_lib.run.guards import StopRequest
 from nmt_lib.run.records import close_session, new_session
 from nmt_lib.model_helpers import eval_mode, model_device
 from nmt_lib.data import TranslationDataset, collate
-from nmt_lib.training import Hooks, TrainSettings, batch_loss, fit, new_progress, noam_schedule
+from nmt_lib.training import Hooks, TrainSettings, apply_update, batch_loss, fit, new_progress, noam_schedule
 
 
 @dataclass
@@ -114,7 +115,7 @@ class RunHooks(Hooks):
         self.rank, self.world = rank_and_world()                       # (0, 1): one process
         self.validate = self.rank == 0                                 # rank 0 alone computes the held-out loss
         self.saved_at = resume["progress"]["step"] if resume is not None else None  # what the file on disk holds
-        self.stopped, self.tokens_seen, self.start = None, 0, time.perf_counter()
+        self.stopped, self.start = None, time.perf_counter()
 
     def begin(self, model, settings):
         self.model, self.device = model, model_device(model)
@@ -150,6 +151,7 @@ class RunHooks(Hooks):
         mine = micro_batches[self.rank::self.world]
         loss_sum, n_sum = 0.0, 0
         for i, batch in enumerate(mine or micro_batches[:1]):    # a rank without a share joins with a zero loss
+            batch = batch.to(self.device)
             with gradient_sync(self.objective, last=i + 1 >= len(mine)):
                 with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
                     loss, n = self.objective(batch)
@@ -161,32 +163,35 @@ class RunHooks(Hooks):
         loss_sum, n_sum = all_sum(loss_sum, n_sum, device=self.device)
         return loss_sum, int(n_sum)
 
-    @property
-    def step(self):
-        return self.scaled_step if self.scaler.is_enabled() else None
-
-    def scaled_step(self) -> bool:
-        """fp16: the step, skipped when the scaled gradients overflowed (the scale then falls)."""
+    def update(self, params, optimizer, schedule, tokens, clip):
+        """fp16: the step goes through the loss scaler, which skips it when the scaled gradients overflowed (the
+        scale then falls, and so does the schedule's step)."""
+        if not self.scaler.is_enabled():
+            return apply_update(params, optimizer, schedule, tokens, clip)
+        for p in params:
+            if p.grad is not None:
+                p.grad.div_(tokens)
+        if clip is not None:
+            nn.utils.clip_grad_norm_(params, clip)
         scale = self.scaler.get_scale()
-        self.scaler.step(self.optimizer)
+        self.scaler.step(optimizer)
         self.scaler.update()
-        return self.scaler.get_scale() >= scale
+        if self.scaler.get_scale() >= scale:
+            schedule.step()
+        optimizer.zero_grad(set_to_none=True)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
         if self.settings.warmdown:        # the next update's rate: the schedule's, times what the warm-down leaves
             left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
                 group["lr"] = rate * left
-        self.tokens_seen += progress["history"]["tokens"][-1]
         if self.ema is not None:
             self.ema.update_parameters(model)
-        self.show_speed()
         if self.settings.checkpoint_every and progress["step"] % self.settings.checkpoint_every == 0:
             self.save()
         return self.stop_reason() is not None
 
     def after_epoch(self, model, optimizer, schedule, progress) -> bool:
-        self.show_speed()
         self.save()
         if self.settings.keep_last and self.checkpoint is not None and self.rank == 0:
             keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
@@ -206,12 +211,11 @@ class RunHooks(Hooks):
 
     def bar(self, *, total, initial, desc, disable):
         mode = self.report if self.rank == 0 else "none"          # rank 0 alone reports
-        self.shown = progress_bar(total, desc, mode, initial=initial, unit="batch")
-        return self.shown
+        return progress_bar(total, desc, mode, initial=initial, unit="batch")
 
-    def show_speed(self):
-        rate = self.tokens_seen / (time.perf_counter() - self.start)
-        self.shown.set_postfix_str(f"{self.shown.postfix}, {rate:,.0f} tok/s", refresh=False)
+    def say(self, line: str):
+        if self.rank == 0 and self.report != "none":
+            print(line, file=sys.stderr, flush=True)
 
     def stop_reason(self) -> str | None:
         """Why to stop now, the same on every rank: a stop request, max_steps or the time limit."""
