@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.data import NMTData  # noqa: E402
 from nmt_lib.decoding import greedy_decode  # noqa: E402
-from nmt_lib.modern import (RECIPE, SIZES, d_ff_for, decoder_only, measure, prompt_greedy,  # noqa: E402
-                            variants_at_size)
+from nmt_lib.lm_translator import decoder_only, prompt_greedy  # noqa: E402
+from nmt_lib.modern_experiment import RECIPE, SIZES, d_ff_for, measure, variants_at_size  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
 
 PAIRS = 25_000              # the chapter's NMTData.fra_eng(max_pairs=25_000, min_freq=3)

@@ -96,9 +96,44 @@ def collate(
     )
 
 
+def cut_batches(sorted_ids, lengths, batch_size: int, max_tokens: int | None):
+    """Cut indices sorted by length into batches of at most `batch_size` sentences and,
+    with `max_tokens`, at most `max_tokens` padded positions."""
+    batches, batch, longest = [], [], 0
+    for i in sorted_ids:
+        # padded length if i joins this batch
+        grown = max(longest, lengths[i])
+        full = len(batch) == batch_size or (
+            max_tokens is not None and grown * (len(batch) + 1) > max_tokens
+        )
+        if batch and full:
+            batches.append(batch)
+            batch, grown = [], lengths[i]
+        batch.append(i)
+        longest = grown
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def bucket_batches(lengths, batch_size, max_tokens, pool, shuffle, gen):
+    """Lists of indices of similar lengths: shuffle, sort within pools of `pool`
+    indices, cut, shuffle (`shuffle=False`: sort and cut only)."""
+    n, by_length = len(lengths), torch.as_tensor(lengths)
+    order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
+    batches = []
+    for start in range(0, n, pool):
+        ids = order[start : start + pool]
+        ids = ids[torch.argsort(by_length[ids], stable=True)].tolist()
+        batches += cut_batches(ids, lengths, batch_size, max_tokens)
+    if shuffle:
+        perm = torch.randperm(len(batches), generator=gen).tolist()
+        batches = [batches[i] for i in perm]
+    return batches
+
+
 class BucketSampler(torch.utils.data.Sampler):
-    """Yields lists of indices whose lengths are similar: shuffle, sort within pools,
-    cut, shuffle.
+    """Yields lists of indices whose lengths are similar (see `bucket_batches`).
 
     Batches hold `batch_size` sentences, or, with `max_tokens`, as many as fit in
     `max_tokens` padded positions. Call `set_epoch(e)` for a new order each epoch.
@@ -121,45 +156,17 @@ class BucketSampler(torch.utils.data.Sampler):
             )
         self.lengths = list(lengths)
         self.batch_size, self.max_tokens = batch_size, max_tokens
-        self.shuffle, self.pool, self.seed, self.epoch = (
-            shuffle,
-            batch_size * pool_batches,
-            seed,
-            0,
-        )
-        self._batches = None
+        self.shuffle, self.pool = shuffle, batch_size * pool_batches
+        self.seed, self.epoch, self._batches = seed, 0, None
 
     def set_epoch(self, epoch: int):
         self.epoch, self._batches = epoch, None
 
     def _make_batches(self):
         gen = torch.Generator().manual_seed(self.seed + self.epoch)
-        n, lengths = len(self.lengths), torch.as_tensor(self.lengths)
-        order = torch.randperm(n, generator=gen) if self.shuffle else torch.arange(n)
-        batches = []
-        for start in range(0, n, self.pool):
-            pool = order[start : start + self.pool]
-            pool = pool[torch.argsort(lengths[pool], stable=True)].tolist()
-            batch, longest = [], 0
-            for i in pool:
-                # padded length if i joins this batch
-                grown = max(longest, self.lengths[i])
-                full = len(batch) == self.batch_size or (
-                    self.max_tokens is not None
-                    and grown * (len(batch) + 1) > self.max_tokens
-                )
-                if batch and full:
-                    batches.append(batch)
-                    batch, grown = [], self.lengths[i]
-                batch.append(i)
-                longest = grown
-            if batch:
-                batches.append(batch)
-        if self.shuffle:
-            batches = [
-                batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()
-            ]
-        return batches
+        return bucket_batches(
+            self.lengths, self.batch_size, self.max_tokens, self.pool, self.shuffle, gen
+        )
 
     def __iter__(self):
         batches = self._batches or self._make_batches()
@@ -226,46 +233,37 @@ def padding_fraction(loader) -> dict:
     }
 
 
-class NMTData:
-    """Pairs split into train/valid/test, vocabularies built on train, and loaders for
-    each split.
+def build_vocabs(
+    train_pairs, *, tokenizer="word", min_freq: int = 2, shared_vocab: bool = False
+) -> tuple[Vocab, Vocab]:
+    """(source, target) vocabularies learned from the training pairs alone; the same
+    object twice if shared.
 
-    `tokenizer="word"` (this chapter) keeps the words seen `min_freq` times; a function
-    that learns a vocabulary from a list of sentences replaces it
-    (chapter 8b's subwords). `shared_vocab`: one vocabulary for both languages.
-    """
-
-    def __init__(
-        self,
-        pairs,
-        *,
-        min_freq: int = 2,
-        valid_frac: float = 0.05,
-        test_frac: float = 0.05,
-        seed: int = 0,
-        tokenizer="word",
-        shared_vocab: bool = False,
-    ):
-        self.splits = split_pairs(
-            pairs, valid_frac=valid_frac, test_frac=test_frac, seed=seed
+    `tokenizer`: "word" for this chapter's `Vocab`, or a function that learns a
+    vocabulary from a list of sentences (chapter 8b passes `SubwordVocab.learn` with its
+    size)."""
+    if tokenizer == "word":
+        learn = lambda sentences: Vocab(sentences, min_freq=min_freq)
+    elif callable(tokenizer):
+        learn = tokenizer
+    else:
+        raise ValueError(
+            'tokenizer must be "word" or a function that learns a vocabulary from a '
+            f"list of sentences, got {tokenizer!r}"
         )
-        if not self.splits.train:
-            raise ValueError("the training split is empty; give more pairs")
-        self.src_vocab, self.tgt_vocab = build_vocabs(
-            self.splits.train,
-            tokenizer=tokenizer,
-            min_freq=min_freq,
-            shared_vocab=shared_vocab,
-        )
-        self.seed = seed
+    if shared_vocab:
+        both = learn([s for pair in train_pairs for s in pair])
+        return both, both
+    return learn([s for s, _ in train_pairs]), learn([t for _, t in train_pairs])
 
-    @classmethod
-    def fra_eng(
-        cls, data_dir=None, *, max_pairs: int | None = None, **kwargs
-    ) -> "NMTData":
-        """The Tatoeba English-French pairs (the file is sorted by length: `max_pairs`
-        keeps the shortest)."""
-        return cls(load_fra_eng(data_dir, max_pairs=max_pairs), **kwargs)
+
+class TranslationSplits:
+    """Train/valid/test pairs with their vocabularies: a dataset or a loader for each
+    split."""
+
+    def __init__(self, splits, src_vocab: Vocab, tgt_vocab: Vocab, seed: int):
+        self.splits, self.seed = splits, seed
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
 
     def dataset(self, split: str) -> TranslationDataset:
         return TranslationDataset(
@@ -295,35 +293,50 @@ class NMTData:
         )
         return digest.hexdigest()[:16]
 
+
+class NMTData(TranslationSplits):
+    """Pairs split into train/valid/test, vocabularies built on train, and loaders.
+
+    `tokenizer="word"` (this chapter) keeps the words seen `min_freq` times; chapter 8b
+    passes a subword learner (see `build_vocabs`). `shared_vocab`: one for both.
+    """
+
+    def __init__(
+        self,
+        pairs,
+        *,
+        min_freq: int = 2,
+        valid_frac: float = 0.05,
+        test_frac: float = 0.05,
+        seed: int = 0,
+        tokenizer="word",
+        shared_vocab: bool = False,
+    ):
+        splits = split_pairs(
+            pairs, valid_frac=valid_frac, test_frac=test_frac, seed=seed
+        )
+        if not splits.train:
+            raise ValueError("the training split is empty; give more pairs")
+        vocabs = build_vocabs(
+            splits.train,
+            tokenizer=tokenizer,
+            min_freq=min_freq,
+            shared_vocab=shared_vocab,
+        )
+        super().__init__(splits, *vocabs, seed)
+
+    @classmethod
+    def fra_eng(
+        cls, data_dir=None, *, max_pairs: int | None = None, **kwargs
+    ) -> "NMTData":
+        """The Tatoeba pairs, sorted by length: `max_pairs` keeps the shortest."""
+        return cls(load_fra_eng(data_dir, max_pairs=max_pairs), **kwargs)
+
     def __repr__(self):
         sizes = ", ".join(f"{k}={len(v):,}" for k, v in self.splits._asdict().items())
         shared = "shared " if self.src_vocab is self.tgt_vocab else ""
         en, fr = len(self.src_vocab), len(self.tgt_vocab)
         return f"NMTData({sizes}; {shared}vocab en={en:,}, fr={fr:,})"
-
-
-def build_vocabs(
-    train_pairs, *, tokenizer="word", min_freq: int = 2, shared_vocab: bool = False
-) -> tuple[Vocab, Vocab]:
-    """(source, target) vocabularies learned from the training pairs alone; the same
-    object twice if shared.
-
-    `tokenizer`: "word" for this chapter's `Vocab`, or a function that learns a
-    vocabulary from a list of sentences (chapter 8b passes `SubwordVocab.learn` with its
-    size)."""
-    if tokenizer == "word":
-        learn = lambda sentences: Vocab(sentences, min_freq=min_freq)
-    elif callable(tokenizer):
-        learn = tokenizer
-    else:
-        raise ValueError(
-            'tokenizer must be "word" or a function that learns a vocabulary from a '
-            f"list of sentences, got {tokenizer!r}"
-        )
-    if shared_vocab:
-        both = learn([s for pair in train_pairs for s in pair])
-        return both, both
-    return learn([s for s, _ in train_pairs]), learn([t for _, t in train_pairs])
 
 
 def _check_stream(corpus, batch_size: int, num_steps: int) -> torch.Tensor:

@@ -229,37 +229,30 @@ def beam_step(scores, logp, finished, eos_id: int):
     return top_scores, top // V, top % V
 
 
+def best_beams(seqs, scores, lengths, alpha: float, eos_id: int) -> Decoded:
+    """Each sentence's beam of best score / length**alpha: seqs (B, K, steps)."""
+    best = (scores / lengths.clamp_min(1) ** alpha).argmax(dim=1)  # (B,)
+    best_seqs = seqs[torch.arange(len(seqs), device=seqs.device), best].tolist()
+    tokens = [cut_at_eos(seq, eos_id)[0] for seq in best_seqs]
+    return Decoded(tokens, [None] * len(tokens))
+
+
 @torch.no_grad()
 def beam_search(
-    model,
-    src,
-    src_len,
-    *,
-    bos_id: int,
-    eos_id: int,
-    beam_size: int = 4,
-    max_len: int = MAX_LEN,
-    alpha: float = 1.0,
+    model, src, src_len, *, bos_id, eos_id, beam_size=4, max_len=MAX_LEN, alpha=1.0,
     on_step=None,
 ) -> Decoded:
-    """Batched beam search with length normalisation; returns, per sentence, the beam
-    with the best score / length**alpha at the end.
-
-    The model's decoder must offer `reorder_state(state, index)`. `on_step`, if given,
-    sees every step: `on_step(scores, logp, finished, top_scores, beam, token)`, the
-    arguments and results of `beam_step` (chapter 8 draws the search tree from them).
-    """
+    """Batched beam search: per sentence, the beam with the best score / length**alpha.
+    The decoder must offer `reorder_state`; `on_step` sees each `beam_step`'s work."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     B, K, device = src.shape[0], beam_size, src.device
     if B == 0:  # nothing to translate, as greedy answers
         return Decoded([], [])
+    first = torch.arange(B, device=device).unsqueeze(1) * K  # each sentence's first row
     with eval_mode(model):
-        state = model.encode(src, src_len)
-        # B*K rows
-        state = model.decoder.reorder_state(
-            state, torch.arange(B, device=device).repeat_interleave(K)
-        )
+        state = model.encode(src, src_len)  # then K rows a sentence:
+        state = model.decoder.reorder_state(state, (first // K).repeat_interleave(K))
         scores = torch.full((B, K), float("-inf"), device=device)
         scores[:, 0] = 0.0  # one live beam per sentence at the start
         seqs = torch.empty(B, K, 0, dtype=torch.long, device=device)
@@ -268,29 +261,17 @@ def beam_search(
         tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
         for _ in range(max_len):
             logits, state, _ = model.step(tokens, state)
-            # (B, K, V)
             logp = torch.log_softmax(logits[:, -1].float(), dim=-1).view(B, K, -1)
-            # each (B, K)
             top_scores, beam, token = beam_step(scores, logp, finished, eos_id)
             if on_step is not None:
                 on_step(scores, logp, finished, top_scores, beam, token)
-            state = model.decoder.reorder_state(
-                state, (torch.arange(B, device=device).unsqueeze(1) * K + beam).view(-1)
-            )
-            was_finished = finished.gather(1, beam)
-            seqs = torch.cat(
-                [
-                    seqs.gather(1, beam.unsqueeze(-1).expand(-1, -1, seqs.shape[2])),
-                    token.unsqueeze(-1),
-                ],
-                dim=2,
-            )
+            state = model.decoder.reorder_state(state, (first + beam).view(-1))
+            was_finished = finished.gather(1, beam)  # (B, K), as `beam` and `token`
+            kept = seqs.gather(1, beam.unsqueeze(-1).expand(-1, -1, seqs.shape[2]))
+            seqs = torch.cat([kept, token.unsqueeze(-1)], dim=2)  # (B, K, steps)
             lengths = lengths.gather(1, beam) + (~was_finished).float()
-            finished = was_finished | (token == eos_id)
-            scores = top_scores
+            finished, scores = was_finished | (token == eos_id), top_scores
             if finished.all():
                 break
             tokens = token.view(-1, 1)
-    best = (scores / lengths.clamp_min(1) ** alpha).argmax(dim=1)  # (B,)
-    best_seqs = seqs[torch.arange(B, device=device), best].tolist()
-    return Decoded([cut_at_eos(seq, eos_id)[0] for seq in best_seqs], [None] * B)
+    return best_beams(seqs, scores, lengths, alpha, eos_id)

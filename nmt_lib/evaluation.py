@@ -7,6 +7,8 @@ analysis.
 Works on the `BleuResult`s of `nmt_lib.decoding.evaluate_bleu`; `beam_trace` and
 `draw_beam_tree` show one sentence's beam search as a tree.
 """
+import itertools
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
@@ -66,6 +68,47 @@ def trace_path(nodes, i) -> list:
     return [nodes[j]["token"] for j in trace_nodes(nodes, i)]
 
 
+def record_beam_step(
+    nodes, slots, step, show, scores, logp, finished, top_scores, beam, token
+):
+    """Add one step of `beam_search` (what its `on_step` hook sees) to a `beam_trace`
+    tree: the hypotheses kept, and each live beam's `show` best next tokens that were
+    pruned. `slots` holds the node in each beam slot; both lists change in place."""
+    kept, new_slots = set(), []
+    for b, t, s in zip(beam[0].tolist(), token[0].tolist(), top_scores[0].tolist()):
+        kept.add((b, t))
+        if finished[0, b]:  # a finished beam is carried over unchanged
+            new_slots.append(slots[b])
+            continue
+        nodes.append(dict(step=step, parent=slots[b], token=t, logp=s, kept=True))
+        new_slots.append(len(nodes) - 1)
+    for k, node in enumerate(slots):  # the runners-up, pruned
+        if node is None or finished[0, k]:
+            continue
+        for v, t in zip(*logp[0, k].topk(show)):
+            if (k, int(t)) not in kept:
+                total = float(scores[0, k] + v)
+                nodes.append(
+                    dict(step=step, parent=node, token=int(t), logp=total, kept=False)
+                )
+    slots[:] = new_slots
+
+
+def mark_final(nodes, slots, best, eos_id: int, alpha: float):
+    """Finish a `beam_trace` tree: each hypothesis in the beam at the end gets
+    `final=True` and its `score`, logp / length**alpha, by which beam search chooses;
+    the nodes on the path of `best` (what beam search returned) get `best=True`."""
+    final = [i for i in slots if i is not None]  # the hypotheses in the beam at the end
+    for i in final:
+        nodes[i].update(
+            final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha
+        )
+    # the path of what beam_search returned, for the drawing
+    won = lambda i: cut_at_eos(trace_path(nodes, i)[1:], eos_id)[0] == best
+    for i in trace_nodes(nodes, next(i for i in final if won(i))):
+        nodes[i]["best"] = True
+
+
 @torch.no_grad()
 def beam_trace(
     model,
@@ -79,46 +122,15 @@ def beam_trace(
     show: int = 2,
 ):
     """Chapter 7's `beam_search` on one sentence (`src_ids`, ending in <eos>), keeping
-    its search tree.
-
-    Returns `(best, nodes)`: the translation `beam_search` returns (token ids, without
+    its search tree. Returns `(best, nodes)`: the translation it returns (token ids, no
     <eos>) and one dict per hypothesis: `step`, `parent` (index into nodes; None for
     <bos>), `token`, `logp` (sum of log-probabilities so far), `kept` (in the beam after
-    its step), `final` and `score` (in the beam at the end, and its logp /
-    length**alpha, by which the best is chosen) and, on the winner's path, `best`.
-    Besides the kept ones, each live beam records its `show` best next tokens.
-    """
+    its step), `final` and `score` (see `mark_final`), `best` (on the winner's path).
+    Besides the kept ones, each live beam records its `show` best next tokens."""
     nodes = [dict(step=0, parent=None, token=bos_id, logp=0.0, kept=True)]
     slots = [0] + [None] * (beam_size - 1)  # the node in each beam slot
-    step = 0
-
-    def record(scores, logp, finished, top_scores, beam, token):
-        nonlocal step
-        step += 1
-        kept, new_slots = set(), []
-        for b, t, s in zip(beam[0].tolist(), token[0].tolist(), top_scores[0].tolist()):
-            kept.add((b, t))
-            if finished[0, b]:  # a finished beam is carried over unchanged
-                new_slots.append(slots[b])
-                continue
-            nodes.append(dict(step=step, parent=slots[b], token=t, logp=s, kept=True))
-            new_slots.append(len(nodes) - 1)
-        for k, node in enumerate(slots):  # the runners-up, pruned
-            if node is not None and not finished[0, k]:
-                for v, t in zip(*logp[0, k].topk(show)):
-                    if (k, int(t)) not in kept:
-                        logp_t = float(scores[0, k] + v)
-                        nodes.append(
-                            dict(
-                                step=step,
-                                parent=node,
-                                token=int(t),
-                                logp=logp_t,
-                                kept=False,
-                            )
-                        )
-        slots[:] = new_slots
-
+    steps = itertools.count(1)  # the hook is called once per step: 1, 2, ...
+    record = lambda *seen: record_beam_step(nodes, slots, next(steps), show, *seen)
     device = model_device(model)
     src = torch.tensor([src_ids], device=device)
     best = beam_search(
@@ -132,27 +144,20 @@ def beam_trace(
         alpha=alpha,
         on_step=record,
     ).tokens[0]
-    final = [i for i in slots if i is not None]  # the hypotheses in the beam at the end
-    for i in final:
-        nodes[i].update(
-            final=True, score=nodes[i]["logp"] / max(nodes[i]["step"], 1) ** alpha
-        )
-    # the path of what beam_search returned, for the drawing
-    won = lambda i: cut_at_eos(trace_path(nodes, i)[1:], eos_id)[0] == best
-    for i in trace_nodes(nodes, next(i for i in final if won(i))):
-        nodes[i]["best"] = True
+    mark_final(nodes, slots, best, eos_id, alpha)
     return best, nodes
 
 
-def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
-    """Draw `beam_trace`'s nodes: step on x, kept hypotheses black, pruned grey, the
-    winner's path red."""
+def beam_tree_rows(nodes) -> tuple[dict, int]:
+    """The row of each node of a `beam_trace` tree in its drawing, and the number of
+    rows: leaves get consecutive rows, best first, and a parent sits at the middle of
+    its children."""
     children = {}
     for i, n in enumerate(nodes):
         children.setdefault(n["parent"], []).append(i)
     y, next_y = {}, [0]
 
-    def place(i):  # leaves get consecutive rows, parents sit at their middle
+    def place(i):
         kids = sorted(children.get(i, []), key=lambda k: -nodes[k]["logp"])
         if not kids:
             y[i] = next_y[0]
@@ -163,44 +168,55 @@ def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
             y[i] = sum(y[k] for k in kids) / len(kids)
 
     place(0)
+    return y, next_y[0]
+
+
+def draw_beam_node(ax, nodes, i, y, red, to_token):
+    """Draw node `i` of a `beam_trace` tree at row `y[i]`, and the edge from its
+    parent: red on the winner's path, else black if kept and grey if pruned."""
+    n = nodes[i]
+    if n["parent"] is not None:
+        p = nodes[n["parent"]]
+        ax.plot(
+            [p["step"], n["step"]],
+            [y[n["parent"]], y[i]],
+            color="tab:red" if red else ("0.25" if n["kept"] else "0.8"),
+            lw=2 if red else 1,
+            zorder=1,
+        )
+    label = to_token(n["token"]) + ("" if n["parent"] is None else f"\n{n['logp']:.2f}")
+    ax.text(
+        n["step"],
+        y[i],
+        label,
+        ha="center",
+        va="center",
+        fontsize=8,
+        zorder=2,
+        color="tab:red" if red else ("black" if n["kept"] else "0.55"),
+        bbox=dict(
+            boxstyle="round,pad=0.2",
+            fc="white",
+            ec="tab:red" if red else ("0.3" if n["kept"] else "0.8"),
+        ),
+    )
+
+
+def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
+    """Draw `beam_trace`'s nodes: step on x, kept hypotheses black, pruned grey, the
+    winner's path red."""
+    y, rows = beam_tree_rows(nodes)
     on_best = {i for i, n in enumerate(nodes) if n.get("best")}
     fig, ax = plt.subplots(
-        figsize=(1.45 * (max(n["step"] for n in nodes) + 1), 0.42 * next_y[0] + 1)
+        figsize=(1.45 * (max(n["step"] for n in nodes) + 1), 0.42 * rows + 1)
     )
-    for i, n in enumerate(nodes):
-        if n["parent"] is not None:
-            p = nodes[n["parent"]]
-            red = i in on_best
-            ax.plot(
-                [p["step"], n["step"]],
-                [y[n["parent"]], y[i]],
-                color="tab:red" if red else ("0.25" if n["kept"] else "0.8"),
-                lw=2 if red else 1,
-                zorder=1,
-            )
-        label = to_token(n["token"]) + (
-            "" if n["parent"] is None else f"\n{n['logp']:.2f}"
-        )
-        ax.text(
-            n["step"],
-            y[i],
-            label,
-            ha="center",
-            va="center",
-            fontsize=8,
-            zorder=2,
-            color="tab:red" if i in on_best else ("black" if n["kept"] else "0.55"),
-            bbox=dict(
-                boxstyle="round,pad=0.2",
-                fc="white",
-                ec="tab:red" if i in on_best else ("0.3" if n["kept"] else "0.8"),
-            ),
-        )
+    for i in range(len(nodes)):
+        draw_beam_node(ax, nodes, i, y, i in on_best, to_token)
     ax.set(
         title=title,
         xlabel="decoding step (label: token, then the sum of log-probabilities so far)",
         xlim=(-0.6, max(n["step"] for n in nodes) + 0.6),
-        ylim=(next_y[0] - 0.5, -0.5),
+        ylim=(rows - 0.5, -0.5),
         yticks=[],
     )
     for side in ("left", "right", "top"):

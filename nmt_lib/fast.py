@@ -77,6 +77,27 @@ def token_features(model, src, src_len, tgt_in, keep) -> torch.Tensor:
     return model.decoder.features(tgt_in, model.encode(src, src_len))[0][keep]
 
 
+def _slice_loss_(z, t, epsilon: float, with_grads: bool) -> torch.Tensor:
+    """One slice's loss, for its logits z (V, R), transposed, and targets t (R,): each
+    column's logsumexp(z) - (1 - epsilon) * z[target], the smoothed loss less its
+    mean-logit term. Overwrites z: with softmax(z) - q, the gradient of the loss with
+    respect to z, when `with_grads`."""
+    V, R = z.shape
+    cols = torch.arange(R, device=z.device)
+    z_target = z[t, cols]  # (R,)
+    z_max = z.amax(0)
+    z.sub_(z_max).exp_()  # exp(z - max), in place
+    z_sum = z.sum(0)
+    # logsumexp - target logit
+    loss = z_max + z_sum.log() - (1 - epsilon) * z_target
+    if with_grads:
+        z.div_(z_sum)  # softmax, column by column
+        z[t, cols] -= 1 - epsilon  # minus the target distribution
+        if epsilon:
+            z.sub_(epsilon / V)
+    return loss
+
+
 def _linear_cross_entropy_slices(
     hidden, weight, bias, targets, epsilon: float, rows: int, with_grads: bool
 ):
@@ -99,22 +120,12 @@ def _linear_cross_entropy_slices(
             torch.mm(weight, h.t(), out=z)
         else:
             torch.addmm(bias.unsqueeze(1), weight, h.t(), out=z)
-        cols = torch.arange(R, device=z.device)
-        z_target = z[t, cols]  # (R,)
-        z_max = z.amax(0)
-        z.sub_(z_max).exp_()  # exp(z - max), in place
-        z_sum = z.sum(0)
-        # logsumexp - target logit
-        loss = z_max + z_sum.log() - (1 - epsilon) * z_target
+        loss = _slice_loss_(z, t, epsilon, with_grads)  # z: softmax - q, if wanted
         if epsilon:
             # minus eps times the mean logit
             loss = loss - epsilon / V * (h @ weight_sum + bias_sum)
         total += loss.sum()
         if with_grads:
-            z.div_(z_sum)  # softmax, column by column
-            z[t, cols] -= 1 - epsilon  # minus the target distribution
-            if epsilon:
-                z.sub_(epsilon / V)
             torch.mm(z.t(), weight, out=grad_hidden[start : start + R])
             grad_weight.addmm_(z, h)
             if grad_bias is not None:

@@ -99,6 +99,7 @@ class DecoderOnlyLM(nn.Module):
     def empty_cache(self) -> list:
         return [KVCache() for _ in self.blocks]
 
+
 class GRULM(nn.Module):
     """The baseline: an embedding, a GRU and an output layer tied to the embedding
     (d2l's RNN language model, with tying)."""
@@ -124,23 +125,28 @@ class GRULM(nn.Module):
         return self.out(self.drop(h)), state
 
 
+def pick_token(scores, *, greedy=False, temperature=1.0, top_k=None, generator=None):
+    """The next token from one position's scores (V,): the most likely (`greedy`), or a
+    sample from softmax(scores / temperature) over the `top_k` most likely (all, if
+    None)."""
+    if greedy:
+        return int(scores.argmax())
+    # minus the max, every score is <= 0: a tiny temperature cannot overflow
+    scores = (scores - scores.max()) / temperature
+    if top_k is not None and top_k < len(scores):
+        scores = scores.masked_fill(scores < scores.topk(top_k).values[-1], -torch.inf)
+    return int(torch.multinomial(scores.softmax(-1), 1, generator=generator))
+
+
 @torch.no_grad()
 def generate(
-    model,
-    prompt,
-    max_new_tokens: int,
-    *,
-    greedy: bool = False,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    eos_id: int | None = None,
-    generator=None,
+    model, prompt, max_new_tokens: int, *, greedy=False, temperature=1.0, top_k=None,
+    eos_id=None, generator=None,
 ) -> list[int]:
     """Continue `prompt` (token ids) by up to `max_new_tokens` tokens, one at a time
-    through the KV cache: the most likely token (`greedy`), or a sample from
-    softmax(logits / temperature) over the `top_k` most likely tokens (all, if None).
-    Stops after `eos_id`, or when the context is full."""
-    prompt = [int(t) for t in prompt]
+    through the KV cache, each picked by `pick_token`. Stops after `eos_id`, or when
+    the context is full."""
+    prompt, context = [int(t) for t in prompt], model.cfg.context
     if not prompt:
         raise ValueError(
             "the prompt is empty: give at least one token (in the French stream, <eos> "
@@ -151,33 +157,18 @@ def generate(
             f"temperature must be > 0, got {temperature}; for the most likely token "
             "use greedy=True"
         )
-    context = model.cfg.context
     if len(prompt) > context:
         raise ValueError(
             f"the prompt has {len(prompt)} tokens, more than the model's context of "
             f"{context}"
         )
-    device, tokens = model_device(model), list(prompt)
+    how = dict(greedy=greedy, temperature=temperature, top_k=top_k, generator=generator)
+    device, tokens, past = model_device(model), list(prompt), model.empty_cache()
     with eval_mode(model):
-        # the whole prompt at once
-        logits, past = model(torch.tensor([tokens], device=device), model.empty_cache())
+        logits, _ = model(torch.tensor([tokens], device=device), past)  # the prompt
         for _ in range(min(max_new_tokens, context - len(prompt))):
-            scores = logits[0, -1].float().cpu()  # (V,)
-            if greedy:
-                token = int(scores.argmax())
-            else:
-                # minus the max, every score is <= 0: a tiny temperature cannot overflow
-                scores = (scores - scores.max()) / temperature
-                if top_k is not None and top_k < len(scores):
-                    scores = scores.masked_fill(
-                        scores < scores.topk(top_k).values[-1], float("-inf")
-                    )
-                token = int(
-                    torch.multinomial(scores.softmax(-1), 1, generator=generator)
-                )
-            tokens.append(token)
-            if token == eos_id or len(tokens) == context:
+            tokens.append(pick_token(logits[0, -1].float().cpu(), **how))  # (V,)
+            if tokens[-1] == eos_id or len(tokens) == context:
                 break
-            # one new position
-            logits, past = model(torch.tensor([[token]], device=device), past)
+            logits, _ = model(torch.tensor([tokens[-1:]], device=device), past)
     return tokens[len(prompt) :]

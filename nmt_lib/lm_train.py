@@ -48,36 +48,22 @@ def lm_streams(data) -> dict:
 
 
 def train_lm(
-    model,
-    stream,
-    *,
-    epochs: int,
-    batch_size: int,
-    num_steps: int,
-    lr: float,
-    clip: float = 1.0,
-    seed: int = 0,
-    quiet: bool = False,
-    title: str = "language model",
+    model, stream, *, epochs, batch_size, num_steps, lr, clip=1.0, seed=0, quiet=False,
+    title="language model",
 ) -> dict:
     """Next-token training on random windows of `stream` (chapter 1's
     `seq_data_iter_random`, new windows each epoch), Adam with the paper's betas, a
     tqdm bar per epoch (none when `quiet`); returns the training loss per epoch and
     seconds."""
-    device = model_device(model)
-    optimizer = paper_adam(model.parameters(), lr=lr)
+    device, optimizer = model_device(model), paper_adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     history, start = {"epoch": [], "train_loss": [], "seconds": []}, time.perf_counter()
     n_batches = (len(stream) - 1) // num_steps // batch_size
     for epoch in range(1, epochs + 1):
         model.train()
         total, count = 0.0, 0
-        with tqdm(
-            total=n_batches,
-            desc=f"{title}, epoch {epoch}/{epochs}",
-            unit="batch",
-            disable=quiet,
-        ) as bar:
+        desc = f"{title}, epoch {epoch}/{epochs}"
+        with tqdm(total=n_batches, desc=desc, unit="batch", disable=quiet) as bar:
             for X, Y in seq_data_iter_random(
                 stream, batch_size, num_steps, generator=generator
             ):
@@ -156,7 +142,12 @@ class UnigramLM(nn.Module):
         return self.log_probs.expand(*x.shape, -1), None, None
 
 
-LM_EPOCHS = 3  # learner mode; quick mode (the tests) trains one
+# The chapter's recipes, as numbers; quick mode (the tests) swaps in the smaller ones
+LM_SIZES = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1, context=64)
+LM_QUICK_SIZES = dict(d_model=32, d_ff=64, context=32)
+LM_TRAINING = dict(epochs=3, batch_size=64, num_steps=32, seed=1)
+LM_QUICK_TRAINING = dict(epochs=1, num_steps=16)
+LM_LR = {"decoder-lm": (1e-3, 3e-3), "gru-lm": (3e-3, 5e-3)}  # learner, quick mode
 
 
 def gru_width_like(parameters: int, vocab_size: int) -> int:
@@ -167,98 +158,45 @@ def gru_width_like(parameters: int, vocab_size: int) -> int:
     return max(8, min(range(8, 4097, 8), key=lambda w: abs(count(w) - parameters)))
 
 
-def train_decoder_lm(
-    data, streams, *, reuse: bool = True, quiet: bool = False, device=None
-):
-    """This chapter's decoder-only Transformer on the French training stream, through
-    the model cache."""
-    sizes = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1, context=64)
-    r = dict(sizes, epochs=LM_EPOCHS, lr=1e-3, batch_size=64, num_steps=32, seed=1)
-    r = quick(r, d_model=32, d_ff=64, context=32, epochs=1, lr=3e-3, num_steps=16)
-    cfg = LMConfig(len(data.tgt_vocab), **{k: r[k] for k in sizes})
-    epochs, lr, batch_size, num_steps, seed = (
-        r[k] for k in ("epochs", "lr", "batch_size", "num_steps", "seed")
-    )
+def fit_lm(name, data, streams, build, key: dict, *, reuse, quiet, title, device=None):
+    """The model `build()` makes, trained like the recipe `name` says, through the
+    model cache: returns `(model, info)`."""
+    learner_lr, quick_lr = LM_LR[name]
+    training = quick(dict(LM_TRAINING, lr=learner_lr), **LM_QUICK_TRAINING, lr=quick_lr)
 
-    def build():
-        torch.manual_seed(seed)
-        return DecoderOnlyLM(cfg).to(device or default_device())
+    def seeded():
+        torch.manual_seed(training["seed"])
+        return build().to(device or default_device())
 
     def fit(model):
-        return {
-            "history": train_lm(
-                model,
-                streams["train"],
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                num_steps=num_steps,
-                seed=seed,
-                quiet=quiet,
-                title="decoder-only Transformer",
-            ),
-            "parameters": num_parameters(model),
-            "num_steps": num_steps,
-        }
+        history = train_lm(
+            model, streams["train"], **training, quiet=quiet, title=title
+        )
+        return dict(
+            history=history,
+            parameters=num_parameters(model),
+            num_steps=training["num_steps"],
+        )
 
-    key = dict(
-        cfg=asdict(cfg),
-        data=data.fingerprint(),
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        num_steps=num_steps,
-        seed=seed,
-    )
-    return cached_fit("decoder-lm", key, build, fit, reuse=reuse)
+    key = dict(key, data=data.fingerprint(), **training)
+    return cached_fit(name, key, seeded, fit, reuse=reuse)
+
+
+def train_decoder_lm(data, streams, *, reuse=True, quiet=False, device=None):
+    """This chapter's decoder-only Transformer on the French training stream."""
+    cfg = LMConfig(len(data.tgt_vocab), **quick(LM_SIZES, **LM_QUICK_SIZES))
+    title, build = "decoder-only Transformer", lambda: DecoderOnlyLM(cfg)
+    key = dict(cfg=asdict(cfg))
+    return fit_lm("decoder-lm", data, streams, build, key, reuse=reuse, quiet=quiet,
+                  title=title, device=device)
 
 
 def train_gru_lm(
-    data,
-    streams,
-    parameters: int,
-    *,
-    reuse: bool = True,
-    quiet: bool = False,
-    device=None,
+    data, streams, parameters: int, *, reuse=True, quiet=False, device=None
 ):
     """The GRU baseline with about `parameters` parameters, trained like
     `train_decoder_lm`."""
     width = gru_width_like(parameters, len(data.tgt_vocab))
-    r = dict(epochs=LM_EPOCHS, lr=3e-3, batch_size=64, num_steps=32, seed=1)
-    r = quick(r, epochs=1, lr=5e-3, num_steps=16)
-    epochs, lr, batch_size, num_steps, seed = (
-        r[k] for k in ("epochs", "lr", "batch_size", "num_steps", "seed")
-    )
-
-    def build():
-        torch.manual_seed(seed)
-        return GRULM(len(data.tgt_vocab), width).to(device or default_device())
-
-    def fit(model):
-        return {
-            "history": train_lm(
-                model,
-                streams["train"],
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                num_steps=num_steps,
-                seed=seed,
-                quiet=quiet,
-                title="GRU",
-            ),
-            "parameters": num_parameters(model),
-            "num_steps": num_steps,
-        }
-
-    key = dict(
-        width=width,
-        data=data.fingerprint(),
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        num_steps=num_steps,
-        seed=seed,
-    )
-    return cached_fit("gru-lm", key, build, fit, reuse=reuse)
+    build = lambda: GRULM(len(data.tgt_vocab), width)
+    return fit_lm("gru-lm", data, streams, build, dict(width=width), reuse=reuse,
+                  quiet=quiet, title="GRU", device=device)

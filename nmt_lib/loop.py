@@ -31,6 +31,13 @@ class History:
     tokens_per_sec: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
 
+    def add(self, *row) -> str:
+        """Record one epoch (a value per field, in order); returns its summary line."""
+        for values, value in zip(self.__dict__.values(), row):
+            values.append(value)
+        valid = "" if row[2] is None else f", valid {row[2]:.3f}"
+        return f"train {row[1]:.3f}{valid}, {row[3]:,.0f} tok/s"
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.__dict__).set_index("epoch")
 
@@ -51,6 +58,37 @@ def evaluate_loss(model, loader, pad_id: int = 0) -> float:
     return total / tokens
 
 
+def train_epoch(model, loader, optimizer, bar, *, epoch, pad_id, clip, label_smoothing):
+    """One pass over `loader`'s batches, on the model's device; returns the summed loss
+    and the real target tokens."""
+    device, start = model_device(model), time.perf_counter()
+    total_loss, total_tokens = 0.0, 0
+    for step, batch in enumerate(loader, 1):
+        batch = batch.to(device)
+        logits = model(batch.src, batch.src_len, batch.tgt_in)
+        loss, n = masked_cross_entropy(
+            logits, batch.tgt_out, pad_id, label_smoothing=label_smoothing
+        )
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"the loss became {loss.item()} at epoch {epoch}, step {step}. Lower "
+                f"the learning rate or tighten gradient clipping (clip={clip}); the "
+                "model keeps the weights of the previous step."
+            )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        total_loss, total_tokens = total_loss + loss.item() * n, total_tokens + n
+        speed = total_tokens / (time.perf_counter() - start)
+        bar.set_postfix_str(
+            f"loss {total_loss / total_tokens:.3f}, {speed:,.0f} tok/s", refresh=False
+        )
+        bar.update()
+    return total_loss, total_tokens
+
+
 def train(
     model,
     loader,
@@ -68,68 +106,23 @@ def train(
     """Train `model` with teacher forcing on `loader`'s `Batch`es; return the `History`.
 
     Adam(lr) unless an `optimizer` is given; gradients clipped to norm `clip`;
-    validation loss on `valid_loader` after each epoch. Batches go to the model's
-    device. A tqdm bar shows each epoch (none when `quiet`) and ends on its losses
-    and speed. Raises `TrainingDiverged` on a NaN or infinite loss.
+    validation loss on `valid_loader` after each epoch. A tqdm bar shows each epoch
+    (none when `quiet`) and ends on its losses and speed. Raises `TrainingDiverged` on
+    a NaN or infinite loss.
     """
-    device = model_device(model)
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    step = dict(pad_id=pad_id, clip=clip, label_smoothing=label_smoothing)
     history = History()
     for epoch in range(1, epochs + 1):
         if hasattr(loader.batch_sampler, "set_epoch"):
             loader.batch_sampler.set_epoch(epoch)
         model.train()
-        start, total_loss, total_tokens = time.perf_counter(), 0.0, 0
-        with tqdm(
-            total=len(loader),
-            desc=f"{title}, epoch {epoch}/{epochs}",
-            unit="batch",
-            disable=quiet,
-        ) as bar:
-            for step, batch in enumerate(loader, 1):
-                batch = batch.to(device)
-                logits = model(batch.src, batch.src_len, batch.tgt_in)
-                loss, n = masked_cross_entropy(
-                    logits, batch.tgt_out, pad_id, label_smoothing=label_smoothing
-                )
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"the loss became {loss.item()} at epoch {epoch}, step {step}. "
-                        "Lower the learning rate or tighten gradient clipping "
-                        f"(clip={clip}); the model keeps the weights of the previous "
-                        "step."
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if clip is not None:
-                    nn.utils.clip_grad_norm_(model.parameters(), clip)
-                optimizer.step()
-                total_loss, total_tokens = (
-                    total_loss + loss.item() * n,
-                    total_tokens + n,
-                )
-                bar.set_postfix_str(
-                    f"loss {total_loss / total_tokens:.3f}, "
-                    f"{total_tokens / (time.perf_counter() - start):,.0f} tok/s",
-                    refresh=False,
-                )
-                bar.update()
-            elapsed = time.perf_counter() - start
-            history.epoch.append(epoch)
-            history.train_loss.append(total_loss / max(total_tokens, 1))
-            history.valid_loss.append(
-                None
-                if valid_loader is None
-                else evaluate_loss(model, valid_loader, pad_id)
-            )
-            history.tokens_per_sec.append(total_tokens / elapsed)
-            history.seconds.append(elapsed)
-            valid = (
-                "" if valid_loader is None else f", valid {history.valid_loss[-1]:.3f}"
-            )
-            bar.set_postfix_str(
-                f"train {history.train_loss[-1]:.3f}{valid}, "
-                f"{history.tokens_per_sec[-1]:,.0f} tok/s",
-                refresh=False,  # closing the bar draws it once more
-            )
+        desc, start = f"{title}, epoch {epoch}/{epochs}", time.perf_counter()
+        with tqdm(total=len(loader), desc=desc, unit="batch", disable=quiet) as bar:
+            loss, n = train_epoch(model, loader, optimizer, bar, epoch=epoch, **step)
+            seconds, valid = time.perf_counter() - start, None
+            if valid_loader is not None:
+                valid = evaluate_loss(model, valid_loader, pad_id)
+            row = (epoch, loss / max(n, 1), valid, n / seconds, seconds)
+            bar.set_postfix_str(history.add(*row), refresh=False)  # drawn on closing
     return history

@@ -4,29 +4,21 @@
 """From 2017 to today: RMSNorm, the SwiGLU feed-forward network, rotary position
 embeddings (RoPE) and grouped-query attention (GQA), each a switch of `ModernParts`,
 which builds chapter 7's Transformer (and chapter 11's language model) with today's
-modules; the measurement's helpers and the decoder-only translator.
+modules. The chapter's measurement is in `nmt_lib.modern_experiment`, its decoder-only
+translator in `nmt_lib.lm_translator`.
 
 Shapes: B batch, T positions, S source length, D = d_model, H query heads, G key/value
 heads, Dh = D / H, V vocabulary size.
 """
-import math
-import time
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.decoding import Decoded, cut_at_eos, evaluate_bleu, greedy_decode
-from nmt_lib.lm import DecoderOnlyLM, LMConfig
-from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
 from nmt_lib.multihead import MultiHeadAttention, split_heads
 from nmt_lib.base.course import setting
-from nmt_lib.base.device import default_device
-from nmt_lib.training import TrainSettings, fit
-from nmt_lib.transformer import KVCache, Parts, Transformer, TransformerConfig
-from nmt_lib.recipes import TRANSFORMER_SIZES
+from nmt_lib.transformer import KVCache, Parts
 
 
 class RMSNorm(nn.Module):
@@ -188,183 +180,3 @@ def cache_bytes(cache) -> int:
     if isinstance(cache, (list, tuple)):
         return sum(cache_bytes(c) for c in cache)
     return 0
-
-
-def d_ff_for(build, target: int) -> int:
-    """The d_ff at which `build(d_ff)` (a model) has about `target` parameters. The
-    count is linear in d_ff, so two models built on the meta device (which allocates
-    nothing) give it."""
-    with torch.device("meta"):
-        low, high = (num_parameters(build(f)) for f in (64, 128))
-    return max(1, round(64 + (target - low) * 64 / (high - low)))
-
-
-SIZES = TRANSFORMER_SIZES  # chapter 7's model
-RECIPE = TrainSettings(  # chapter 9's run: its warm-up and label smoothing, one epoch
-    epochs=1, max_tokens=1000, tokens_per_update=800, warmup=100, lr_factor=0.3
-)
-TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
-VARIANTS = {
-    "2017 (chapter 7)": {},
-    "pre-norm": dict(norm_first=True),
-    "pre-norm + RMSNorm": dict(norm_first=True, rms=True),
-    "pre-norm + SwiGLU": dict(norm_first=True, swiglu=True),
-    "pre-norm + RoPE": dict(norm_first=True, rope=True),
-    "pre-norm + GQA (2 of 4 heads)": dict(norm_first=True, kv_heads=2),
-    "modern (all five)": dict(norm_first=True, **TODAY),
-}
-
-
-def encoder_decoder(data, sizes, d_ff=None, norm_first=False, **switches):
-    """Chapter 7's Transformer for `data`'s vocabularies at `sizes`, pre-norm or not,
-    with today's `switches` (ModernParts)."""
-    cfg = TransformerConfig(
-        len(data.src_vocab),
-        len(data.tgt_vocab),
-        **{**sizes, "d_ff": d_ff or sizes["d_ff"]},
-        norm_first=norm_first,
-    )
-    return Transformer(cfg, ModernParts(**switches))
-
-
-def variants_at_size(data, sizes) -> tuple[dict, int]:
-    """A builder for each of VARIANTS, its d_ff chosen to give it the 2017 model's
-    parameter count; and that count."""
-    with torch.device("meta"):
-        target = num_parameters(encoder_decoder(data, sizes))
-    builds = {}
-    for name, switches in VARIANTS.items():
-        build = partial(encoder_decoder, data, sizes, **switches)  # build(d_ff)
-        builds[name] = partial(build, d_ff_for(build, target))
-    return builds, target
-
-
-def kv_bytes_per_token(model) -> int:
-    """The decoder's self-attention cache per generated token, measured on one step."""
-    device = model_device(model)
-    with torch.no_grad(), eval_mode(model):
-        src = torch.tensor([[4, 5, 6, 2]], device=device)
-        state = model.encode(src, torch.tensor([4], device=device))
-        _, state, _ = model.step(torch.tensor([[1]], device=device), state)
-    return cache_bytes(state.self_kv)
-
-
-def measure(build, data, settings=RECIPE, *, search=greedy_decode, device=None):
-    """Section 12.7's measurement: seed, build the model on the CPU (the same weights
-    everywhere), train it with chapter 9's `fit` on `device`, and score it on the
-    validation split (greedy BLEU by `search`, perplexity). Returns (model, figures)."""
-    torch.manual_seed(settings.seed)
-    model = build().to(device or default_device())
-    progress = fit(model, data, settings)
-    history = progress["history"]
-    start = time.perf_counter()
-    valid = evaluate_bleu(
-        model,
-        data.splits.valid,
-        data.src_vocab,
-        data.tgt_vocab,
-        max_len=30,
-        search=search,
-    )
-    return model, {
-        "parameters": num_parameters(model),
-        "valid BLEU": valid.bleu,
-        "valid perplexity": math.exp(history["valid_loss"][-1]),
-        "target tokens/s": sum(history["tokens"]) / progress["seconds"],
-        "translating the valid split, s": time.perf_counter() - start,
-    }
-
-
-def half_width(sd, n: int, m: int):
-    """The 95% interval's half-width for the difference of the means of n and m runs
-    whose pooled standard deviation is sd: t * sd * sqrt(1/n + 1/m), t the 97.5% point
-    of Student's t with n + m - 2 degrees of freedom."""
-    from scipy import stats  # imported here: the command line needs no scipy
-
-    t = float(stats.t.ppf(0.975, n + m - 2))
-    return t * sd * math.sqrt(1 / n + 1 / m)
-
-
-def mean_difference(x, y) -> tuple[float, float, float]:
-    """mean(x) - mean(y) for two sets of runs (one figure per seed) and its 95%
-    interval: Student's t with the standard deviation pooled over both sets."""
-    x, y = (torch.as_tensor(list(v), dtype=torch.float64) for v in (x, y))
-    n, m = len(x), len(y)
-    pooled = ((n - 1) * x.var() + (m - 1) * y.var()) / (n + m - 2)
-    half = half_width(math.sqrt(pooled), n, m)
-    d = (x.mean() - y.mean()).item()
-    return d, d - half, d + half
-
-
-class DecoderOnlyTranslator(nn.Module):
-    """Chapter 11's decoder-only model reading "English <eos> <bos> French": English
-    ids as they are, French ids shifted by `offset` (the English vocabulary's size), one
-    embedding matrix for both. `forward` follows chapter 4b's interface and returns
-    logits over the French vocabulary at the French positions, so chapter 4b's `train`
-    and `evaluate_loss` run on it unchanged."""
-
-    def __init__(self, lm, offset: int, pad_id: int = 0):
-        super().__init__()
-        self.lm, self.offset, self.pad_id = lm, offset, pad_id
-        self.cfg = lm.cfg  # chapter 9's schedule reads cfg.d_model
-
-    def joined(self, src, src_len, tgt_in):
-        """Each row's English ids, then its French ones, then padding: (B, S + T) ids,
-        and where the French ones are, (B, T)."""
-        T = tgt_in.shape[1]
-        french = torch.where(tgt_in == self.pad_id, self.pad_id, tgt_in + self.offset)
-        x = torch.cat([src, torch.full_like(tgt_in, self.pad_id)], dim=1)
-        where = src_len[:, None] + torch.arange(T, device=src.device)  # (B, T)
-        return x.scatter(1, where, french), where
-
-    def forward(self, src, src_len, tgt_in):
-        x, where = self.joined(src, src_len, tgt_in)
-        logits = self.lm(x)[0]  # (B, S + T, V_en + V_fr)
-        V = logits.shape[-1]
-        picked = logits.gather(1, where[..., None].expand(-1, -1, V))  # (B, T, V)
-        return picked[..., self.offset :]  # (B, T, V_fr)
-
-    @torch.no_grad()
-    def translate_ids(self, sources, *, bos_id: int, eos_id: int, max_len: int):
-        """Greedy French ids for each source (English ids ending in <eos>), through the
-        KV cache. Sources of one length go through together, so no prompt is padded."""
-        out, by_length = [None] * len(sources), {}
-        for i, ids in enumerate(sources):
-            by_length.setdefault(len(ids), []).append(i)
-        device = model_device(self)
-        with eval_mode(self):
-            for rows in by_length.values():
-                prompt = [sources[i] + [bos_id + self.offset] for i in rows]
-                past = self.lm.empty_cache()
-                logits, _ = self.lm(torch.tensor(prompt, device=device), past)
-                written = []
-                for _ in range(max_len):
-                    token = logits[:, -1, self.offset :].argmax(-1)  # (B,)
-                    written.append(token)
-                    if torch.stack(written).eq(eos_id).any(0).all():
-                        break
-                    logits, past = self.lm((token + self.offset)[:, None], past)
-                for r, seq in zip(rows, torch.stack(written, 1).tolist()):
-                    out[r] = cut_at_eos(seq, eos_id)[0]
-        return out
-
-
-def prompt_greedy(model, src, src_len, *, bos_id, eos_id, max_len) -> Decoded:
-    """Greedy search for a `DecoderOnlyTranslator`, in the form `translate` and
-    `evaluate_bleu` take: each source, without its padding, is a prompt."""
-    sources = [row[:n] for row, n in zip(src.tolist(), src_len.tolist())]
-    tokens = model.translate_ids(sources, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
-    return Decoded(tokens, [None] * len(tokens))
-
-
-def decoder_only(data, sizes, d_ff=None):
-    """Chapter 11's model with today's parts as a translator for `data`: the layers of
-    the encoder and the decoder of `sizes` in one stack."""
-    Vs, Vt = len(data.src_vocab), len(data.tgt_vocab)
-    cfg = LMConfig(
-        Vs + Vt,
-        **{**sizes, "d_ff": d_ff or sizes["d_ff"], "n_layers": 2 * sizes["n_layers"]},
-        context=128,
-        norm_first=True,
-    )
-    return DecoderOnlyTranslator(DecoderOnlyLM(cfg, ModernParts(**TODAY)), offset=Vs)

@@ -44,6 +44,4 @@ def ptb_streams(data_dir=None, *, sha1: str = PTB_SHA1):
     from train."""
     text = load_ptb(data_dir, sha1=sha1)
     vocab = Vocab(text["train"], min_freq=1)
-    return vocab, {
-        split: sentence_stream(lines, vocab) for split, lines in text.items()
-    }
+    return vocab, {split: sentence_stream(text[split], vocab) for split in text}

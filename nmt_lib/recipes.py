@@ -67,6 +67,12 @@ def fit_on_splits(
     }
 
 
+# Chapter 4b's recipe, as numbers: the model's sizes, then the training
+RNN_SIZES = dict(embed_size=128, num_hiddens=128, num_layers=1, dropout=0.2)
+RNN_RECIPE = dict(RNN_SIZES, epochs=4, lr=2e-3, batch_size=128, seed=1)
+RNN_QUICK = dict(embed_size=64, num_hiddens=64, epochs=3, lr=5e-3)  # quick mode's
+
+
 def train_rnn(kind: str, data, *, reuse: bool = True, quiet: bool = False, device=None):
     """Chapter 4b's recipe for `kind` ("seq2seq" or "bahdanau"), through the model
     cache.
@@ -75,14 +81,12 @@ def train_rnn(kind: str, data, *, reuse: bool = True, quiet: bool = False, devic
     parameters. The model is initialised on the CPU (the same weights everywhere), then
     trained on `device` (`default_device()`).
     """
-    sizes = dict(embed_size=128, num_hiddens=128, num_layers=1, dropout=0.2)
-    r = dict(sizes, epochs=4, lr=2e-3, batch_size=128, seed=1)
-    r = quick(r, embed_size=64, num_hiddens=64, epochs=3, lr=5e-3)
+    r = quick(RNN_RECIPE, **RNN_QUICK)
 
     def build():
         torch.manual_seed(r["seed"])
         V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
-        model = make_rnn(kind, V_src, V_tgt, **{k: r[k] for k in sizes})
+        model = make_rnn(kind, V_src, V_tgt, **{k: r[k] for k in RNN_SIZES})
         return xavier_init(model).to(device or default_device())
 
     def fit(model):

@@ -116,19 +116,11 @@ class BahdanauDecoder(nn.Module):
     outputs."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        embed_size: int,
-        num_hiddens: int,
-        num_layers: int = 1,
-        *,
-        dropout: float = 0.0,
-        pad_id: int = 0,
+        self, vocab_size, embed_size, num_hiddens, num_layers=1, *, dropout=0, pad_id=0
     ):
         super().__init__()
-        self.attention = AdditiveAttention(
-            num_hiddens, num_hiddens, num_hiddens, dropout
-        )
+        h = num_hiddens  # query, key and hidden sizes alike
+        self.attention = AdditiveAttention(h, h, h, dropout)
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.GRU(

@@ -152,28 +152,60 @@ SP_OPTIONS = dict(
 N_BYTES = 256
 
 
+def train_sentencepiece(sentences, vocab_size: int) -> bytes:
+    """A SentencePiece BPE model of `vocab_size` pieces learned from `sentences`
+    (preprocessed strings), as the bytes `SubwordVocab` loads."""
+    import sentencepiece as spm
+
+    sentences = [s for s in sentences if s]
+    alphabet = len(set("".join(sentences)) | {MARK})
+    smallest = len(SPECIALS) + N_BYTES + alphabet
+    if vocab_size < smallest:
+        raise ValueError(
+            f"vocab_size {vocab_size:,} is smaller than the alphabet: the "
+            f"{len(SPECIALS)} specials, {N_BYTES} byte pieces and {alphabet:,} "
+            f"characters need at least {smallest:,}"
+        )
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            num_threads=1,
+            **SP_OPTIONS,
+        )
+    except RuntimeError as e:  # e.g. more pieces asked for than the text has
+        raise ValueError(
+            f"SentencePiece cannot learn {vocab_size:,} pieces from "
+            f"{len(sentences):,} sentences: {str(e).strip().splitlines()[-1][:160]}"
+        ) from None
+    return model.getvalue()
+
+
+def load_sentencepiece(model_bytes: bytes):
+    """The `SentencePieceProcessor` of a model saved as bytes."""
+    import sentencepiece as spm  # installed with the course
+
+    try:
+        return spm.SentencePieceProcessor(model_proto=model_bytes)
+    except (RuntimeError, TypeError, OSError) as e:
+        raise ValueError(
+            f"not a SentencePiece model: {str(e).strip().splitlines()[0][:120]}"
+        ) from None
+
+
 class SubwordVocab(Vocab):
     """A `Vocab` whose tokens are SentencePiece BPE pieces; ids 0-3 are the course's
-    specials.
-
-    Learn one with `SubwordVocab.learn(sentences, vocab_size)`; `model_bytes` holds
-    everything needed to rebuild it (`SubwordVocab(model_bytes)`), which is what a
-    checkpoint stores. A character the training text never had becomes
-    its UTF-8 bytes (`<0xE6>` ...), so nothing is `<unk>`.
+    specials. `learn` makes one; `model_bytes` rebuilds it (a checkpoint stores it).
+    A character never seen becomes its UTF-8 bytes (`<0xE6>` ...): nothing is `<unk>`.
     """
 
     kind = "sentencepiece-bpe"
     writes_unknowns = False  # byte fallback: every character has pieces
 
     def __init__(self, model_bytes: bytes):
-        import sentencepiece as spm  # installed with the course
-
-        try:
-            self.sp = spm.SentencePieceProcessor(model_proto=model_bytes)
-        except (RuntimeError, TypeError, OSError) as e:
-            raise ValueError(
-                f"not a SentencePiece model: {str(e).strip().splitlines()[0][:120]}"
-            ) from None
+        self.sp = load_sentencepiece(model_bytes)
         pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
         self.model_bytes, self.token_freqs = bytes(model_bytes), []
         self._set_tokens(pieces)
@@ -187,34 +219,8 @@ class SubwordVocab(Vocab):
 
     @classmethod
     def learn(cls, sentences, vocab_size: int) -> "SubwordVocab":
-        """BPE pieces learned by SentencePiece from `sentences` (preprocessed strings),
-        `vocab_size` in all."""
-        import sentencepiece as spm
-
-        sentences = [s for s in sentences if s]
-        alphabet = len(set("".join(sentences)) | {MARK})
-        smallest = len(SPECIALS) + N_BYTES + alphabet
-        if vocab_size < smallest:
-            raise ValueError(
-                f"vocab_size {vocab_size:,} is smaller than the alphabet: the "
-                f"{len(SPECIALS)} specials, {N_BYTES} byte pieces and {alphabet:,} "
-                f"characters need at least {smallest:,}"
-            )
-        model = io.BytesIO()
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sentences),
-                model_writer=model,
-                vocab_size=vocab_size,
-                num_threads=1,
-                **SP_OPTIONS,
-            )
-        except RuntimeError as e:  # e.g. more pieces asked for than the text has
-            raise ValueError(
-                f"SentencePiece cannot learn {vocab_size:,} pieces from "
-                f"{len(sentences):,} sentences: {str(e).strip().splitlines()[-1][:160]}"
-            ) from None
-        return cls(model.getvalue())
+        """`vocab_size` BPE pieces learned by SentencePiece from `sentences`."""
+        return cls(train_sentencepiece(sentences, vocab_size))
 
     def split(self, sentence: str) -> list[str]:
         return self.sp.encode(sentence, out_type=str)
@@ -227,14 +233,12 @@ class SubwordVocab(Vocab):
 
     def merged_pieces(self) -> list[str]:
         """The pieces BPE made by merging, in the order it learned them."""
+        sp = self.sp
+        special = lambda i: sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i)
         return [
             p
             for i, p in enumerate(self.idx_to_token)
-            if self.sp.is_unused(i) is False
-            and not self.sp.is_byte(i)
-            and not self.sp.is_control(i)
-            and not self.sp.is_unknown(i)
-            and len(p) > 1
+            if sp.is_unused(i) is False and not special(i) and len(p) > 1
         ]
 
     def __repr__(self):

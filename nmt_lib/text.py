@@ -144,69 +144,21 @@ def split_pairs(
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
-class Vocab:
-    """Token <-> id. Ids 0-3 are `<pad> <bos> <eos> <unk>`; the rest are by frequency,
-    then alphabet.
+class TokenIds:
+    """Token <-> id for a list `idx_to_token` that starts with the four `SPECIALS`
+    (ids 0-3); a token not in the list gets `<unk>`'s id."""
 
-    Every tokenizer of the course has this interface: `split`, `encode`, `detokenize`,
-    `to_tokens`, and, to be saved and loaded with a model, `kind`, `state()` and
-    `from_state`.
-    """
-
-    kind = "word"  # the name a checkpoint stores; chapter 8b's subwords have their own
-    writes_unknowns = True  # a word it never saw comes out as <unk>
-
-    def __init__(self, sentences=(), *, min_freq: int = 1):
-        counts = Counter(tok for sentence in sentences for tok in _as_tokens(sentence))
-        self.token_freqs = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        kept = [
-            tok for tok, n in self.token_freqs if n >= min_freq and tok not in SPECIALS
-        ]
-        self._set_tokens(list(SPECIALS) + kept)
+    pad_id, bos_id, eos_id, unk_id = range(4)
 
     def _set_tokens(self, idx_to_token):
         self.idx_to_token = idx_to_token
         self.token_to_idx = {tok: i for i, tok in enumerate(idx_to_token)}
-
-    @classmethod
-    def from_tokens(cls, idx_to_token):
-        """Rebuild a vocabulary from its `idx_to_token` list
-        (e.g. from a checkpoint)."""
-        vocab = cls()
-        vocab.token_freqs = []
-        vocab._set_tokens(list(idx_to_token))
-        return vocab
-
-    def state(self) -> dict:
-        """What rebuilds this tokenizer besides its `idx_to_token`: nothing, for
-        words."""
-        return {}
-
-    @classmethod
-    def from_state(cls, idx_to_token, state: dict):
-        """The tokenizer `state()` describes, with its token list
-        (what a checkpoint stores)."""
-        return cls.from_tokens(idx_to_token)
 
     def __len__(self):
         return len(self.idx_to_token)
 
     def __contains__(self, token):
         return token in self.token_to_idx
-
-    def encode(self, sentence) -> list[int]:
-        """Ids of a sentence: a preprocessed string (split into tokens) or a list of
-        tokens."""
-        return self[self.split(sentence) if isinstance(sentence, str) else sentence]
-
-    def split(self, sentence: str) -> list[str]:
-        """A preprocessed sentence's tokens: words and punctuation marks (a subword
-        vocabulary cuts finer)."""
-        return tokenize(sentence)
-
-    def detokenize(self, tokens) -> str:
-        """Tokens back into a preprocessed sentence: the inverse of `split`."""
-        return " ".join(tokens)
 
     def __getitem__(self, tokens):
         """Id of a token (`<unk>`'s id if unknown), or a list of ids for a list of
@@ -223,7 +175,53 @@ class Vocab:
             return self.idx_to_token[ids]
         return [self.to_tokens(i) for i in ids]
 
-    pad_id, bos_id, eos_id, unk_id = range(4)
+
+class Vocab(TokenIds):
+    """Word vocabulary: the specials, then the tokens by frequency, then alphabet.
+
+    Every tokenizer of the course has this interface: `split`, `encode`, `detokenize`,
+    `to_tokens`, and, to be saved with a model, `kind`, `state()` and `from_state`.
+    """
+
+    kind = "word"  # the name a checkpoint stores; chapter 8b's subwords have their own
+    writes_unknowns = True  # a word it never saw comes out as <unk>
+
+    def __init__(self, sentences=(), *, min_freq: int = 1):
+        counts = Counter(tok for sentence in sentences for tok in _as_tokens(sentence))
+        self.token_freqs = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept = [
+            tok for tok, n in self.token_freqs if n >= min_freq and tok not in SPECIALS
+        ]
+        self._set_tokens(list(SPECIALS) + kept)
+
+    @classmethod
+    def from_tokens(cls, idx_to_token):
+        """Rebuild a vocabulary from its `idx_to_token` list (e.g. a checkpoint's)."""
+        vocab = cls()
+        vocab.token_freqs = []
+        vocab._set_tokens(list(idx_to_token))
+        return vocab
+
+    def state(self) -> dict:
+        """What rebuilds it besides its `idx_to_token`: nothing, for words."""
+        return {}
+
+    @classmethod
+    def from_state(cls, idx_to_token, state: dict):
+        """The tokenizer `state()` describes, with its token list (as saved)."""
+        return cls.from_tokens(idx_to_token)
+
+    def encode(self, sentence) -> list[int]:
+        """Ids of a preprocessed string (split into tokens) or a list of tokens."""
+        return self[self.split(sentence) if isinstance(sentence, str) else sentence]
+
+    def split(self, sentence: str) -> list[str]:
+        """A preprocessed sentence's words and punctuation (subwords cut finer)."""
+        return tokenize(sentence)
+
+    def detokenize(self, tokens) -> str:
+        """Tokens back into a preprocessed sentence: the inverse of `split`."""
+        return " ".join(tokens)
 
     def __repr__(self):
         return f"Vocab({len(self)} tokens: {self.idx_to_token[:8]}...)"

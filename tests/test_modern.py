@@ -9,8 +9,9 @@ from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.modern import (TODAY, DecoderOnlyTranslator, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU,
-                            cache_bytes, d_ff_for, mean_difference, prompt_greedy, rotate, swiglu_width)
+from nmt_lib.lm_translator import DecoderOnlyTranslator, prompt_greedy, translate_ids
+from nmt_lib.modern import GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes, rotate, swiglu_width
+from nmt_lib.modern_experiment import TODAY, d_ff_for, mean_difference
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
@@ -117,7 +118,7 @@ def test_the_decoder_only_translator_reads_english_then_french():
     alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][0, 2:, 12:]         # row 2 without its padding
     torch.testing.assert_close(logits[1, :2], alone, atol=1e-5, rtol=1e-4)
     sources = [[5, 6, 7, 2], [8, 2], [9, 10, 2]]
-    batched = translator.translate_ids(sources, bos_id=1, eos_id=2, max_len=6)
+    batched = translate_ids(translator, sources, bos_id=1, eos_id=2, max_len=6)
     for ids, out in zip(sources, batched):            # against recomputing the whole prefix at every step
         prefix, expected = ids + [1 + 12], []
         for _ in range(6):
