@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.data import NMTData  # noqa: E402
-from nmt_lib.decoding import greedy_decode  # noqa: E402
+from nmt_lib.fast import greedy_decode_fast  # noqa: E402
 from nmt_lib.lm_translator import decoder_only, prompt_greedy  # noqa: E402
 from nmt_lib.modern_experiment import RECIPE, SIZES, d_ff_for, measure, variants_at_size  # noqa: E402
 from nmt_lib.run.records import write_record  # noqa: E402
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     builds[DECODER_ONLY] = partial(build, d_ff_for(build, target))
     rows, start = [], time.perf_counter()
     for name, build in builds.items():
-        search = prompt_greedy if name == DECODER_ONLY else greedy_decode
+        search = prompt_greedy if name == DECODER_ONLY else greedy_decode_fast
         for seed in range(1, args.seeds + 1):
             _, figures = measure(build, data, replace(RECIPE, seed=seed), search=search, device="cpu")
             rows.append({"model": name, "seed": seed, **{k: round(v, 4) for k, v in figures.items()}})

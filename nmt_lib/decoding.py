@@ -31,6 +31,7 @@ def cut_at_eos(seq: list, eos_id: int) -> tuple[list, bool]:
     """(the tokens before the first `<eos>`, whether there was one)."""
     return (seq[: seq.index(eos_id)], True) if eos_id in seq else (seq, False)
 
+
 def decoded(written, step_weights, src_len, eos_id: int) -> Decoded:
     """The `Decoded` of the (B, steps) ids a search wrote: each sentence cut at its
     first `<eos>`; with the steps' (B, 1, S) attention (a list, or None), each
@@ -249,10 +250,11 @@ def beam_search(
     B, K, device = src.shape[0], beam_size, src.device
     if B == 0:  # nothing to translate, as greedy answers
         return Decoded([], [])
-    first = torch.arange(B, device=device).unsqueeze(1) * K  # each sentence's first row
+    sentences = torch.arange(B, device=device)
+    first = sentences.unsqueeze(1) * K  # each sentence's first row
     with eval_mode(model):
         state = model.encode(src, src_len)  # then K rows a sentence:
-        state = model.decoder.reorder_state(state, (first // K).repeat_interleave(K))
+        state = model.decoder.reorder_state(state, sentences.repeat_interleave(K))
         scores = torch.full((B, K), float("-inf"), device=device)
         scores[:, 0] = 0.0  # one live beam per sentence at the start
         seqs = torch.empty(B, K, 0, dtype=torch.long, device=device)

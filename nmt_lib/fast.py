@@ -249,8 +249,8 @@ def greedy_decode_fast(
     rows = torch.arange(B, device=src.device)  # the sentence each batch row holds
     tokens = torch.full((B, 1), bos_id, device=src.device)  # (rows, 1)
     written = torch.full((B, max_len), eos_id, device=src.device)  # (B, max_len)
-    kept = torch.zeros(B, max_len, 1, S, device=src.device)  # attention, if shown
-    shown = False
+    shown = False  # attention kept, if asked for: (B, max_len, 1, S)
+    kept = torch.zeros(B, max_len if need_weights else 0, 1, S, device=src.device)
     with eval_mode(model):
         state = model.encode(src, src_len)
         for t in range(max_len):

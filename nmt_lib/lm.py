@@ -157,6 +157,8 @@ def generate(
             f"temperature must be > 0, got {temperature}; for the most likely token "
             "use greedy=True"
         )
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
     if len(prompt) > context:
         raise ValueError(
             f"the prompt has {len(prompt)} tokens, more than the model's context of "

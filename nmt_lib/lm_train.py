@@ -172,11 +172,8 @@ def fit_lm(name, data, streams, build, key: dict, *, reuse, quiet, title, device
         history = train_lm(
             model, streams["train"], **training, quiet=quiet, title=title
         )
-        return dict(
-            history=history,
-            parameters=num_parameters(model),
-            num_steps=training["num_steps"],
-        )
+        steps = training["num_steps"]
+        return dict(history=history, parameters=num_parameters(model), num_steps=steps)
 
     key = dict(key, data=data.fingerprint(), **training)
     return cached_fit(name, key, seeded, fit, reuse=reuse)
@@ -187,8 +184,10 @@ def train_decoder_lm(data, streams, *, reuse=True, quiet=False, device=None):
     cfg = LMConfig(len(data.tgt_vocab), **quick(LM_SIZES, **LM_QUICK_SIZES))
     title, build = "decoder-only Transformer", lambda: DecoderOnlyLM(cfg)
     key = dict(cfg=asdict(cfg))
-    return fit_lm("decoder-lm", data, streams, build, key, reuse=reuse, quiet=quiet,
-                  title=title, device=device)
+    return fit_lm(
+        "decoder-lm", data, streams, build, key, reuse=reuse, quiet=quiet, title=title,
+        device=device,
+    )
 
 
 def train_gru_lm(
@@ -198,5 +197,8 @@ def train_gru_lm(
     `train_decoder_lm`."""
     width = gru_width_like(parameters, len(data.tgt_vocab))
     build = lambda: GRULM(len(data.tgt_vocab), width)
-    return fit_lm("gru-lm", data, streams, build, dict(width=width), reuse=reuse,
-                  quiet=quiet, title="GRU", device=device)
+    key = dict(width=width)
+    return fit_lm(
+        "gru-lm", data, streams, build, key, reuse=reuse, quiet=quiet, title="GRU",
+        device=device,
+    )

@@ -10,8 +10,7 @@ from torch import nn
 from nmt_lib.decoding import Decoded, cut_at_eos
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.modern import ModernParts
-from nmt_lib.modern_experiment import TODAY
+from nmt_lib.modern import TODAY, ModernParts
 
 
 class DecoderOnlyTranslator(nn.Module):

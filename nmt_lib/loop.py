@@ -31,12 +31,15 @@ class History:
     tokens_per_sec: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
 
-    def add(self, *row) -> str:
-        """Record one epoch (a value per field, in order); returns its summary line."""
-        for values, value in zip(self.__dict__.values(), row):
-            values.append(value)
-        valid = "" if row[2] is None else f", valid {row[2]:.3f}"
-        return f"train {row[1]:.3f}{valid}, {row[3]:,.0f} tok/s"
+    def add(self, epoch, train_loss, valid_loss, tokens_per_sec, seconds) -> str:
+        """Record one epoch; returns its summary line."""
+        self.epoch.append(epoch)
+        self.train_loss.append(train_loss)
+        self.valid_loss.append(valid_loss)
+        self.tokens_per_sec.append(tokens_per_sec)
+        self.seconds.append(seconds)
+        valid = "" if valid_loss is None else f", valid {valid_loss:.3f}"
+        return f"train {train_loss:.3f}{valid}, {tokens_per_sec:,.0f} tok/s"
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.__dict__).set_index("epoch")

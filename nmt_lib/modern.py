@@ -138,7 +138,7 @@ class ModernParts(Parts):
         "key/value heads, each shared by n_heads / kv_heads query heads (grouped-query "
         "attention; 1: multi-query); none: one per query head, as in the paper",
     )
-    dec_layers: int | None = setting(None, "decoder blocks, if fewer than n_layers")
+    dec_layers: int | None = setting(None, "decoder blocks, if fewer than encoder's")
 
     def self_attention(self, cfg) -> nn.Module:
         if not self.rope and self.kv_heads in (None, cfg.n_heads):
@@ -167,6 +167,9 @@ class ModernParts(Parts):
 
     def decoder_layers(self, cfg) -> int:
         return self.dec_layers or cfg.n_layers
+
+
+TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)  # all of today's switches
 
 
 def cache_bytes(cache) -> int:

@@ -12,9 +12,10 @@ from functools import partial
 import torch
 
 from nmt_lib.base.device import default_device
-from nmt_lib.decoding import evaluate_bleu, greedy_decode
+from nmt_lib.decoding import evaluate_bleu
+from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
-from nmt_lib.modern import ModernParts, cache_bytes
+from nmt_lib.modern import TODAY, ModernParts, cache_bytes
 from nmt_lib.recipes import TRANSFORMER_SIZES
 from nmt_lib.training import TrainSettings, fit
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -33,7 +34,6 @@ SIZES = TRANSFORMER_SIZES  # chapter 7's model
 RECIPE = TrainSettings(  # chapter 9's run: its warm-up and label smoothing, one epoch
     epochs=1, max_tokens=1000, tokens_per_update=800, warmup=100, lr_factor=0.3
 )
-TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)
 VARIANTS = {
     "2017 (chapter 7)": {},
     "pre-norm": dict(norm_first=True),
@@ -79,7 +79,7 @@ def kv_bytes_per_token(model) -> int:
     return cache_bytes(state.self_kv)
 
 
-def measure(build, data, settings=RECIPE, *, search=greedy_decode, device=None):
+def measure(build, data, settings=RECIPE, *, search=greedy_decode_fast, device=None):
     """Section 12.7's measurement: seed, build the model on the CPU (the same weights
     everywhere), train it with chapter 9's `fit` on `device`, and score it on the
     validation split (greedy BLEU by `search`, perplexity). Returns (model, figures)."""

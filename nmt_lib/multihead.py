@@ -37,7 +37,9 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads")
+            raise ValueError(
+                f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})"
+            )
         self.n_heads, self.dropout = n_heads, dropout
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)

@@ -110,7 +110,10 @@ from dataclasses import asdict
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 
+# Chapter 7's recipe, as numbers: the model's sizes, then the training
 TRANSFORMER_SIZES = dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1)
+TRANSFORMER_RECIPE = dict(TRANSFORMER_SIZES, epochs=4, lr=1e-3, batch_size=128, seed=1)
+TRANSFORMER_QUICK = dict(d_model=64, d_ff=128, epochs=3, lr=2e-3)  # quick mode's
 
 
 def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.Adam:
@@ -122,11 +125,9 @@ def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.
 def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=None):
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like
     `train_rnn`, on `device`."""
-    sizes = TRANSFORMER_SIZES
-    r = dict(sizes, epochs=4, lr=1e-3, batch_size=128, seed=1)
-    r = quick(r, d_model=64, d_ff=128, epochs=3, lr=2e-3)
+    r = quick(TRANSFORMER_RECIPE, **TRANSFORMER_QUICK)
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
-    cfg = TransformerConfig(V_src, V_tgt, **{k: r[k] for k in sizes})
+    cfg = TransformerConfig(V_src, V_tgt, **{k: r[k] for k in TRANSFORMER_SIZES})
 
     def build():
         torch.manual_seed(r["seed"])

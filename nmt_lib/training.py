@@ -296,7 +296,7 @@ def fit(
             hooks.update(params, optimizer, schedule, tokens, settings.clip)
             record_update(progress, lr, loss, tokens)
             stop = hooks.after_update(model, optimizer, schedule, progress)
-            if stop or progress["step"] == settings.max_steps:
+            if stop or progress["step"] >= (settings.max_steps or math.inf):
                 return finish(model, progress, start)
         validate = bool(data.splits.valid) and hooks.validate
         line = close_epoch(progress, model, valid, pad_id, validate=validate)

@@ -154,8 +154,8 @@ class TransformerEncoder(nn.Module):
 @dataclass
 class KVCache:
     """One decoder block's self-attention keys and values of the target so far, two
-    (B, H, t, Dh); None before the first step. Chapter 12's rotary keys are kept
-    unturned."""
+    (B, H, t, Dh) (H: the key/value heads); None before the first step. Chapter 12's
+    rotary keys are kept unturned."""
 
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
@@ -184,13 +184,6 @@ class TransformerState(NamedTuple):
     src_mask: torch.Tensor  # (B, 1, 1, S)
     self_kv: list  # per block: a KVCache
     pos: int  # number of target tokens already processed
-
-    def select(self, index):
-        """The state of batch rows `index`: beam search keeps the rows it extends."""
-        rows = lambda t: t.index_select(0, index)
-        cross = [(rows(k), rows(v)) for k, v in self.cross_kv]
-        caches = [cache.select(index) for cache in self.self_kv]
-        return TransformerState(cross, rows(self.src_mask), caches, self.pos)
 
 
 def self_attention(attn, y, mask, cache: KVCache | None = None):
@@ -223,15 +216,13 @@ class TransformerDecoder(nn.Module):
     def __init__(self, cfg: TransformerConfig, parts: Parts):
         super().__init__()
         self.scale = math.sqrt(cfg.d_model)
-        self.embedding = nn.Embedding(
-            cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id
-        )
+        V, D = cfg.tgt_vocab_size, cfg.d_model
+        self.embedding = nn.Embedding(V, D, padding_idx=cfg.pad_id)
         self.pos = parts.positions(cfg, cfg.max_len)
-        self.blocks = nn.ModuleList(
-            DecoderBlock(cfg, parts) for _ in range(parts.decoder_layers(cfg))
-        )
+        layers = parts.decoder_layers(cfg)
+        self.blocks = nn.ModuleList(DecoderBlock(cfg, parts) for _ in range(layers))
         self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
-        self.dense = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)
+        self.dense = nn.Linear(D, V)
 
     def init_state(self, memory, src_len) -> TransformerState:
         src_mask = lens_to_mask(src_len, memory.shape[1]).unsqueeze(1)  # (B, 1, 1, S)
@@ -239,9 +230,8 @@ class TransformerDecoder(nn.Module):
         return TransformerState(cross_kv, src_mask, [KVCache() for _ in cross_kv], 0)
 
     def forward(self, tgt_in, state: TransformerState):
-        """Chapter 4b's interface: (logits (B, T, V), new state, attention over the
-        source): the last block's cross-attention averaged over its heads, (B, T, S),
-        while the attention layers keep their weights (`kept_weights`), else None."""
+        """Chapter 4b's interface: (logits (B, T, V), new state, the last block's
+        cross-attention (B, T, S) averaged over its heads, under `kept_weights`)."""
         x, state = self.features(tgt_in, state)
         cross = self.blocks[-1].cross_attn
         weights = cross.weights.mean(1) if cross.keep_weights else None
@@ -253,14 +243,18 @@ class TransformerDecoder(nn.Module):
         x = self.pos(self.embedding(tgt_in) * self.scale, offset=pos)  # (B, T, D)
         # query j sits at position pos + j and sees keys 0 .. pos + j
         mask = None if T == 1 else causal_mask(T, pos + T, x.device, offset=pos)
-        caches = [KVCache(c.k, c.v) for c in state.self_kv]  # copies: `state` stays
+        # copies, so `state` stays as it was; None: teacher forcing, no cache
+        caches = [None if c is None else KVCache(c.k, c.v) for c in state.self_kv]
         for block, cross_kv, cache in zip(self.blocks, state.cross_kv, caches):
             x = block(x, (*cross_kv, state.src_mask), mask, cache)
         return self.norm(x), state._replace(self_kv=caches, pos=pos + T)
 
     @staticmethod
     def reorder_state(state: TransformerState, index) -> TransformerState:
-        return state.select(index)  # keep batch rows `index`
+        rows = lambda t: t.index_select(0, index)  # the rows beam search extends
+        cross = [(rows(k), rows(v)) for k, v in state.cross_kv]
+        caches = [None if c is None else c.select(index) for c in state.self_kv]
+        return TransformerState(cross, rows(state.src_mask), caches, state.pos)
 
 
 class Transformer(EncoderDecoder):
@@ -279,6 +273,11 @@ class Transformer(EncoderDecoder):
                     p[cfg.pad_id].zero_()
             elif p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+
+    def forward(self, src, src_len, tgt_in):
+        """Teacher-forced logits (B, T, V): the whole target at once, so no KV cache."""
+        state = self.encode(src, src_len)
+        return self.step(tgt_in, state._replace(self_kv=[None] * len(state.self_kv)))[0]
 
     @torch.no_grad()
     def attention_maps(self, src, src_len, tgt_in) -> dict:

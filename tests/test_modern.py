@@ -10,8 +10,8 @@ from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.lm_translator import DecoderOnlyTranslator, prompt_greedy, translate_ids
-from nmt_lib.modern import GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes, rotate, swiglu_width
-from nmt_lib.modern_experiment import TODAY, d_ff_for, mean_difference
+from nmt_lib.modern import TODAY, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes, rotate, swiglu_width
+from nmt_lib.modern_experiment import d_ff_for, mean_difference
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig

@@ -16,7 +16,7 @@ from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-CHECKPOINT_FORMAT = "nmt-course-checkpoint/2"
+CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"      # 3: the decoder depth moved from the config to the parts
 PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,
               "space_before": PUNCTUATION, "odd_spaces": sorted(ODD_SPACES)}
 RAW = {"function": "nmt_lib.run.corpus.unify_spaces", "lowercase": False, "odd_spaces": sorted(ODD_SPACES)}

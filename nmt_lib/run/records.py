@@ -75,7 +75,8 @@ def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> di
     data = {k: v for k, v in payload["data"].items() if k != "path"}      # the path is this machine's
     return {"kind": "evaluation", "command": command, "evaluation_seconds": round(seconds, 1),
             **{k: scores[k] for k in SCORES},
-            "model": {"config": payload["config"], "parameters": ckpt.parameters, "int8": ckpt.int8,
+            "model": {"config": payload["config"], "parts": payload.get("parts"), "parameters": ckpt.parameters,
+                      "int8": ckpt.int8,
                       "source_vocabulary": len(ckpt.src_vocab), "target_vocabulary": len(ckpt.tgt_vocab)},
             "data": {**data, "file": Path(payload["data"].get("path") or "").name},
             "training": {"settings": payload.get("train"), "updates": progress.get("step"),
