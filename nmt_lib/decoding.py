@@ -87,7 +87,7 @@ def encode_sentences(
         token_lists = [t[:max_src_len] for t in token_lists]
     return token_lists, [src_vocab[t] + [src_vocab.eos_id] for t in token_lists]
 
-def padded(ids: list, pad_id: int, model):
+def pad_batch(ids: list, pad_id: int, model):
     """A batch of id lists on the model's device: (src (B, S) padded, src_len (B,))."""
     S = max(len(i) for i in ids)
     src = torch.tensor([i + [pad_id] * (S - len(i)) for i in ids])
@@ -122,7 +122,7 @@ def translate(
     todo.sort(key=lambda i: len(ids[i]))  # similar lengths in one batch
     for start in range(0, len(todo), batch_size):
         chunk = todo[start : start + batch_size]
-        src, src_len = padded([ids[i] for i in chunk], src_vocab.pad_id, model)
+        src, src_len = pad_batch([ids[i] for i in chunk], src_vocab.pad_id, model)
         ends = dict(bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
         out = search(model, src, src_len, **ends, max_len=max_len)
         for i, tokens in zip(chunk, out.tokens):

@@ -1,5 +1,7 @@
 """nmt_lib.base.course and nmt_lib.base.cache: quick mode, figure saving, headline numbers, the model cache."""
 
+import json
+
 import matplotlib
 import pytest
 
@@ -36,6 +38,21 @@ def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]     # no temporary files left
 
 
+def test_a_classroom_run_loads_what_a_chapter_would_retrain(monkeypatch, tmp_path):
+    import torch
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NMT_QUICK", raising=False)
+    calls = []
+    fit = lambda model: calls.append(1) or {"seconds": 1.0}
+    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)          # make course, once
+    monkeypatch.setenv("NMT_CLASSROOM", "1")
+    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)    # chapter 4b's live run
+    assert len(calls) == 1
+    monkeypatch.setenv("NMT_CLASSROOM", "0")
+    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)
+    assert len(calls) == 2
+
+
 def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
     import torch
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
@@ -70,3 +87,27 @@ def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
         "every chapter is committed executed by tools/run_course.py --inplace, in learner mode"
     stale = [name for name, (now, new) in render_tables.render().items() if now != new]
     assert stale == [], "run python tools/render_tables.py"
+
+
+def test_a_chapter_split_over_two_sessions_counts_each_word_and_second_once():
+    import render_tables
+    plan = json.loads((render_tables.ROOT / "book" / "module_plan.json").read_text())["ten_weeks"]["sessions"]
+    for split in [s for s in plan if s.get("until")]:
+        path = next((render_tables.ROOT / "notebooks").glob(f"{split['chapters'][0]}_*.ipynb"))
+        first = render_tables.chapter_part(path, None, split["until"])
+        second = render_tables.chapter_part(path, split["until"], None)
+        whole = render_tables.chapter_part(path, None, None)
+        assert first[0] > 0 and second[0] > 0 and first[0] + second[0] == whole[0]
+        assert first[1] + second[1] == pytest.approx(whole[1])
+    with pytest.raises(SystemExit, match="no section headed"):
+        render_tables.chapter_part(path, "A section no chapter has", None)
+
+
+def test_every_chapter_gives_its_decks_an_equation_slide_and_a_code_slide():
+    import render_tables
+    for path in sorted((render_tables.ROOT / "notebooks").glob("*.ipynb")):
+        marked = [c for c in json.loads(path.read_text())["cells"]
+                  if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"]
+        kinds = {(c["cell_type"], "$$" in "".join(c["source"])) for c in marked}
+        assert ("markdown", True) in kinds, f"{path.name}: no equation marked as a slide"
+        assert any(kind == "code" for kind, _ in kinds), f"{path.name}: no code cell marked as a slide"

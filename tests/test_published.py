@@ -1,5 +1,6 @@
 """A published model (`nmt_lib.run.published`): safetensors weights, JSON settings, no pickle, the same
 checks as a checkpoint, and the command line's `--model`."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -112,3 +113,28 @@ def test_int8_quantises_every_linear_layer_translates_about_as_well_and_says_so_
     assert status == 0, err
     written = json.loads(record.read_text())["model"]
     assert written["int8"] is True and written["parameters"] == parameters
+
+
+def test_the_course_installed_as_a_wheel_translates_with_its_published_model(tmp_path):
+    # Built and installed away from the checkout, as on a hosted notebook: the model travels in the wheel.
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", ROOT]
+    if importlib.util.find_spec("setuptools") is not None:            # no download of the build backend
+        build.insert(4, "--no-build-isolation")
+    subprocess.run(build, check=True, cwd=tmp_path, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("nmt_lib-*.whl"))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel],
+                   check=True, capture_output=True)
+    code = ("import nmt_lib, sys; from nmt_lib.run.inference import translate_lines;"
+            "from nmt_lib.run.published import load_published;"
+            "print(nmt_lib.__file__); print(translate_lines(load_published(device='cpu'), ['I am cold.'])[0])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    where, french = out.stdout.splitlines()[-2:]
+    assert Path(where).is_relative_to(site) and french == "J'ai froid."
+
+
+def test_a_missing_published_model_says_how_to_get_it(tmp_path):
+    with pytest.raises(published.CheckpointError, match="holds no published model.*install the course"):
+        published.load_published(tmp_path / published.PUBLISHED, device="cpu")

@@ -115,3 +115,12 @@ def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, m
     left_out = lambda corpus: corpus.excluded["train"] + corpus.excluded["valid"]
     assert left_out(lowercased) == (0 if in_test else 1)                # the course's model reads both alike
     assert left_out(as_written) == 0                                    # a case-keeping model does not
+
+
+def test_a_data_folder_holding_the_test_set_is_only_read(tmp_path, monkeypatch):
+    # An offline classroom's shared, read-only NMT_DATA_DIR: nothing is fetched or written there.
+    plant_test_set(tmp_path, [("I am cold.", "J'ai froid."), ("Go.", "Va !")], monkeypatch)
+    before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    monkeypatch.setattr(testsets, "fetch", lambda *a: pytest.fail("the test set was downloaded again"))
+    assert testsets.read_tatoeba_test() == [("I am cold.", "J'ai froid."), ("Go.", "Va !")]
+    assert sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before

@@ -20,7 +20,7 @@ from nmt_lib.run.inference import search_name
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "speedrun-best", "modern-switches",
                         "modern-tatoeba"),
-          "book/teachers.md": ("module-plan", "chapter-times", "solution-times"),
+          "book/teachers.md": ("module-plan", "ten-week-plan", "chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "modern-tatoeba",
                               "published-subwords", "published-words", "ablation-subwords", "chapter-figures"),
           "book/benchmarks.md": ("benchmark",),
@@ -31,6 +31,8 @@ OWN_TABLES = ("published-subwords", "published-words", "ablation-subwords", "rec
               "modern-tatoeba", "soak", "speedrun", "speedrun-best",
               "speedrun-published")                       # records/NAME.json that hold their tables
 LEAD = "**In this chapter:**"
+# The ten-week plan's study estimate: prose read at this pace, the cells' run time, each exercise this long.
+WORDS_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 20
 PUBLIC = ("tatoeba-test-greedy", "tatoeba-test-beam4")   # records/NAME.json of the published model
 
 
@@ -149,6 +151,47 @@ def module_plan(chapters: list[dict], plan: dict) -> str:
                   "homework", "due", "reading"], rows, "rrllrr")
 
 
+def chapter_part(path: Path, start: str | None, until: str | None) -> tuple[int, float]:
+    """The prose words and the cells' run time (s) of one executed notebook, from its section headed `start`
+    (none: the beginning) to the one headed `until` (none: the end); a section is named by its heading's start."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+    def heading(name: str) -> int:                    # the cell that opens the section `name`
+        found = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                 and any(line.startswith("## " + name) for line in "".join(c["source"]).splitlines())]
+        if not found:
+            raise SystemExit(f"render_tables: {path.name} has no section headed {name!r}")
+        return found[0]
+
+    part = cells[heading(start) if start else 0:heading(until) if until else len(cells)]
+    words = sum(len("".join(c["source"]).split()) for c in part if c["cell_type"] == "markdown")
+    when = lambda stamp: datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    seconds = sum((when(e["shell.execute_reply"]) - when(e["iopub.execute_input"])).total_seconds()
+                  for c in part if c["cell_type"] == "code"
+                  for e in [c.get("metadata", {}).get("execution", {})] if "shell.execute_reply" in e)
+    return words, seconds
+
+
+def ten_week_plan(chapters: list[dict], plan: dict) -> str:
+    """The ten-week plan: each session's reading with its prose words, run time and estimated study hours."""
+    by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
+    rows = []
+    for number, s in enumerate(plan["sessions"], 1):
+        words = seconds = 0
+        for n in s["chapters"]:
+            w, t = chapter_part(by_number[n]["path"], s.get("from"), s.get("until"))
+            words, seconds = words + w, seconds + t
+        names = ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"])
+        part = "".join(f", {side} \"{s[side]}\"" for side in ("from", "until") if s.get(side))
+        reading = names + part if s["chapters"] else "-"
+        minutes = words / WORDS_PER_MINUTE + seconds / 60 + MINUTES_PER_EXERCISE * s["exercises"]
+        rows.append([s["week"], number, reading, s["outcomes"], f"{words:,}" if words else "-",
+                     duration(seconds) if seconds else "-", s["demo"], s["homework"], s["due"] or "-",
+                     f"{minutes / 60:.1f} h" if minutes else "assignment" if s.get("assignment") else "-"])
+    return table(["week", "session", "reading", "outcomes", "prose words", "time to run", "in class", "homework",
+                  "due", "estimated study"], rows, "rrllrr")
+
+
 def notebook_table(ch: dict, name: str) -> str:
     """A table a chapter recorded (`record_table`): a row per model."""
     t = recorded_table(ch, name)
@@ -206,6 +249,7 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     plan = lambda: json.loads((root / "book" / "module_plan.json").read_text(encoding="utf-8"))
     tables = {"chapter-table": lambda: readme_table(chapters), "chapter-times": lambda: guide_table(chapters),
               "module-plan": lambda: module_plan(chapters, plan()),
+              "ten-week-plan": lambda: ten_week_plan(chapters, plan()["ten_weeks"]),
               "solution-times": lambda: guide_table(solutions, "solutions notebook"),
               "learner-results": lambda: notebook_table(by_stem(RESULTS[0]), RESULTS[1]),
               "chapter-figures": lambda: guide_table(chapters, figures=True),

@@ -6,7 +6,8 @@ executed chapters, working offline (reveal.js and MathJax are copied beside the 
 
 A deck opens with the session's outcomes, what to run in class and the reading. Then, for each chapter of the
 session: its title and learning goals; every figure, under the heading of its section; the cells a teacher marked
-as slides (in JupyterLab's property inspector, *Slide Type* "Slide"; a code cell shows its code and outputs);
+as slides (in JupyterLab's property inspector, *Slide Type* "Slide"; a code cell shows its code and outputs, a
+markdown cell its text, or its display equations alone when the text is longer than a slide holds);
 the summary; and one slide per concept question, for a quiz at the start of the next session. It ends with the
 homework. A figure cell marked "Skip" is left out. The figures are the committed notebooks' outputs: re-execute a
 chapter (`make notebooks`) to refresh them.
@@ -23,6 +24,7 @@ from pathlib import Path
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 ROOT = Path(__file__).resolve().parent.parent
+EQUATION_SLIDE = 700      # characters: a marked markdown cell longer than this shows its display equations alone
 PLAN = ROOT / "book" / "module_plan.json"
 STYLE = """
 .reveal { font-size: 26px; }
@@ -107,10 +109,13 @@ def chapter_slides(path: Path) -> list[str]:
                 questions = re.split(r"^(?=\d+\. )", part_after(source, "## Concept questions"), flags=re.M)[1:]
                 for q in questions:
                     slides.append(section("<h2>Concept question</h2>\n" + markdown(q)))
-            elif slide_type(cell) == "slide":
-                slides.append(section(markdown(source)))
             found = re.findall(r"^## (.+)$", source, re.M)
             heading = inline(found[-1]) if found else heading
+            if slide_type(cell) == "slide":             # a key equation: the cell, or its displays alone
+                text = re.sub(r"^#{1,3} .*$", "", source, flags=re.M).strip()      # the heading is the title
+                displays = re.findall(r"\$\$.+?\$\$", text, re.S)
+                body = "\n\n".join(displays) if displays and len(text) > EQUATION_SLIDE else text
+                slides.append(section(f"<h2>{heading}</h2>\n" + markdown(body)))
         elif slide_type(cell) == "slide":
             code = f"<pre><code>{html.escape(source)}</code></pre>"
             slides.append(section(f"<h2>{heading}</h2>\n{code}\n{outputs(cell)}"))

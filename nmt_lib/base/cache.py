@@ -18,6 +18,13 @@ import torch
 from nmt_lib.base.course import quick_mode
 
 CACHE_ENV = "NMT_CACHE_DIR"
+CLASSROOM_ENV = "NMT_CLASSROOM"     # set (to anything but 0): every chapter loads cached models, none retrains
+
+
+def classroom() -> bool:
+    """True in a classroom run (`NMT_CLASSROOM=1`): the chapters that train live by default (4b, 7) load
+    their models from the cache that `make course` filled instead, when it holds them."""
+    return os.environ.get(CLASSROOM_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def cache_home() -> Path:
@@ -82,13 +89,13 @@ def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):
 
     `fit(model)` trains in place and returns `info`, a dict of numbers and lists (kept with the
     weights). `key` holds every setting that changes the result; with `reuse=False` the model
-    is always trained and the cache entry replaced. The weights load onto the device `build()` chose,
+    is trained again and the cache entry replaced, except in a classroom run (`classroom()`). The weights load onto the device `build()` chose,
     and are stored on the CPU, so a model trained on a GPU loads on a machine without one.
     """
     digest = hashlib.sha1(json.dumps({"quick": quick_mode(), **key}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / f"{name}-{digest}.pt"
     model = build()
-    if reuse and path.exists():
+    if (reuse or classroom()) and path.exists():
         try:
             device = next(model.parameters(), torch.empty(0)).device
             saved = torch.load(path, map_location=device, weights_only=True)

@@ -16,8 +16,13 @@ import torch
 from nmt_lib.run.checkpoint import CHECKPOINT_FORMAT, CheckpointError, Checkpoint, checkpoint_from, load_checkpoint
 from nmt_lib.base.device import default_device
 
-MODELS = Path(__file__).resolve().parent.parent.parent / "models"      # the repository's models/ folder
 PUBLISHED = "tatoeba-en-fr"                                            # the folder of the shipped model
+CHECKOUT_MODELS = Path(__file__).resolve().parents[2] / "models"      # the repository's models/ folder
+INSTALLED_MODELS = Path(__file__).resolve().parents[1] / "models"     # inside an installed wheel
+# A checkout reads (and tools/publish_model.py writes) the repository's folder; an installed course its own copy.
+MODELS = INSTALLED_MODELS if (INSTALLED_MODELS / PUBLISHED).is_dir() else CHECKOUT_MODELS
+HOW_TO_GET = ("install the course with its model (pip install the repository, which carries models/"
+              f"{PUBLISHED}), or copy the repository's models/{PUBLISHED} folder to {{folder}}")
 FORMAT = "nmt-course-published/1"
 KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data", "preprocess")   # what a published folder keeps
 
@@ -69,8 +74,7 @@ def load_published(folder=None, device=None) -> Checkpoint:
     device = default_device() if device is None else device
     if not (folder / "settings.json").is_file() or not (folder / "model.safetensors").is_file():
         raise CheckpointError(f"{folder} holds no published model (settings.json and model.safetensors)"
-                              + ("; none has been published with the course yet" if folder.name == PUBLISHED
-                                 else ""))
+                              + ("; " + HOW_TO_GET.format(folder=folder) if folder.name == PUBLISHED else ""))
     try:
         settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
         weights = load_file(folder / "model.safetensors", device="cpu")
