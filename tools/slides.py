@@ -6,7 +6,8 @@ executed chapters, working offline (reveal.js and MathJax are copied beside the 
 
 A deck opens with the session's outcomes, what to run in class and the reading. Then, for each chapter of the
 session: its title and learning goals; every figure, under the heading of its section; the cells a teacher marked
-as slides (in JupyterLab's property inspector, *Slide Type* "Slide"; a code cell shows its code and outputs, a
+as slides (in JupyterLab's property inspector, *Slide Type* "Slide"; a code cell shows its code and printed
+output, its figures on slides of their own, a
 markdown cell its text, or its display equations alone when the text is longer than a slide holds);
 the summary; and one slide per concept question, for a quiz at the start of the next session. It ends with the
 homework. A figure cell marked "Skip" is left out. The figures are the committed notebooks' outputs: re-execute a
@@ -24,7 +25,7 @@ from pathlib import Path
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 ROOT = Path(__file__).resolve().parent.parent
-EQUATION_SLIDE = 700      # characters: a marked markdown cell longer than this shows its display equations alone
+EQUATION_SLIDE = 400      # characters: a marked markdown cell longer than this shows its display equations alone
 PLAN = ROOT / "book" / "module_plan.json"
 STYLE = """
 .reveal { font-size: 26px; }
@@ -116,12 +117,14 @@ def chapter_slides(path: Path) -> list[str]:
                 displays = re.findall(r"\$\$.+?\$\$", text, re.S)
                 body = "\n\n".join(displays) if displays and len(text) > EQUATION_SLIDE else text
                 slides.append(section(f"<h2>{heading}</h2>\n" + markdown(body)))
-        elif slide_type(cell) == "slide":
-            code = f"<pre><code>{html.escape(source)}</code></pre>"
-            slides.append(section(f"<h2>{heading}</h2>\n{code}\n{outputs(cell)}"))
-        elif slide_type(cell) != "skip" and any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
-            slides += [section(f"<h2>{heading}</h2>\n" + outputs({"outputs": [o]}))   # a slide per figure
-                       for o in cell["outputs"] if "image/png" in o.get("data", {})]
+        else:
+            figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+            if slide_type(cell) == "slide":             # the code and its printed output; its figures follow
+                code = f"<pre><code>{html.escape(source)}</code></pre>"
+                printed = outputs({"outputs": [o for o in cell.get("outputs", []) if o not in figures]})
+                slides.append(section(f"<h2>{heading}</h2>\n{code}\n{printed}"))
+            if slide_type(cell) != "skip":
+                slides += [section(f"<h2>{heading}</h2>\n" + outputs({"outputs": [o]})) for o in figures]
     return slides
 
 
