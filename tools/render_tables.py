@@ -23,13 +23,13 @@ TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "s
           "book/teachers.md": ("module-plan", "ten-week-plan", "chapter-times", "solution-times"),
           "book/results.md": ("learner-results", "tatoeba-public", "modern-tatoeba",
                               "published-subwords", "published-words", "ablation-subwords", "chapter-figures"),
-          "book/benchmarks.md": ("benchmark",),
+          "book/benchmarks.md": ("benchmark", "gpu-h200"),
           "book/speedrun.md": ("speedrun", "speedrun-published", "tatoeba-limits", "recipe-tatoeba"),
           "book/command-line.md": ("soak",)}
 RESULTS = ("08_evaluation", "held-out results")       # the notebook and the name of its results table
 OWN_TABLES = ("published-subwords", "published-words", "ablation-subwords", "recipe-tatoeba", "tatoeba-limits",
               "modern-tatoeba", "soak", "speedrun", "speedrun-best",
-              "speedrun-published")                       # records/NAME.json that hold their tables
+              "speedrun-published", "gpu-h200")           # records/NAME.json that hold their tables
 LEAD = "**In this chapter:**"
 # The ten-week plan's study estimate: prose read at this pace, the cells' run time, each exercise this long.
 WORDS_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 20
