@@ -87,12 +87,12 @@ def encode_sentences(
         token_lists = [t[:max_src_len] for t in token_lists]
     return token_lists, [src_vocab[t] + [src_vocab.eos_id] for t in token_lists]
 
+
 def pad_batch(ids: list, pad_id: int, model):
     """A batch of id lists on the model's device: (src (B, S) padded, src_len (B,))."""
-    S = max(len(i) for i in ids)
-    src = torch.tensor([i + [pad_id] * (S - len(i)) for i in ids])
-    src_len = torch.tensor([len(i) for i in ids])
-    return src.to(model_device(model)), src_len.to(model_device(model))
+    S, device = max(len(i) for i in ids), model_device(model)
+    src = torch.tensor([i + [pad_id] * (S - len(i)) for i in ids], device=device)
+    return src, torch.tensor([len(i) for i in ids], device=device)
 
 
 def translate(

@@ -36,6 +36,11 @@ WORDS_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 20
 PUBLIC = ("tatoeba-test-greedy", "tatoeba-test-beam4")   # records/NAME.json of the published model
 
 
+def when(stamp: str) -> datetime:
+    """A time stamp of nbclient's cell metadata (ISO 8601, UTC written as Z)."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
 def chapter(path: Path) -> dict:
     """What a row shows of one executed notebook."""
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -45,7 +50,6 @@ def chapter(path: Path) -> dict:
     stamps = [c.get("metadata", {}).get("execution", {}) for c in nb["cells"] if c["cell_type"] == "code"]
     busy = [s["iopub.status.busy"] for s in stamps if "iopub.status.busy" in s]
     idle = [s["iopub.status.idle"] for s in stamps if "iopub.status.idle" in s]
-    when = lambda stamp: datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     wall = (when(max(idle)) - when(min(busy))).total_seconds() if busy and idle else None
     meta = nb.get("metadata", {}).get("nmt_course", {})
     return {"path": path, "title": title, "lead": lead, "wall": wall, "headlines": meta.get("headlines", []),
@@ -165,7 +169,6 @@ def chapter_part(path: Path, start: str | None, until: str | None) -> tuple[int,
 
     part = cells[heading(start) if start else 0:heading(until) if until else len(cells)]
     words = sum(len("".join(c["source"]).split()) for c in part if c["cell_type"] == "markdown")
-    when = lambda stamp: datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     seconds = sum((when(e["shell.execute_reply"]) - when(e["iopub.execute_input"])).total_seconds()
                   for c in part if c["cell_type"] == "code"
                   for e in [c.get("metadata", {}).get("execution", {})] if "shell.execute_reply" in e)
