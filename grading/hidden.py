@@ -291,6 +291,35 @@ def _refusal(task: Task, name: str, namespace: dict):
     return None
 
 
+# The right letters of each assignment's concept questions, in order: the teacher's only (the student's check
+# says whether each answer is well formed); the reasons are under the questions in the model answers.
+CONCEPT_KEYS = {"A1": "cbda", "A2": "dbac", "A3": "bcad"}
+CONCEPT_POINTS = 2                     # a right letter
+
+
+def parts(assignment: str) -> list[tuple[str, int]]:
+    """What `grade` scores for `assignment`, in its rows' order: (name, points possible)."""
+    concepts = [("concept questions", CONCEPT_POINTS * len(CONCEPT_KEYS[assignment]))] if assignment in CONCEPT_KEYS else []
+    return [(task.name, task.points) for task in ASSIGNMENTS[assignment]] + concepts
+
+
+def grade_concepts(assignment: str, namespace: dict) -> dict:
+    """The concept questions' row: CONCEPT_POINTS for each right letter in the submission's `my_answers`. Only a
+    plain dict of plain strings counts, so that an object that claims to equal every letter scores nothing."""
+    key, answers = CONCEPT_KEYS[assignment], namespace.get("my_answers")
+    row = {"task": "concept questions", "points": 0.0, "out_of": CONCEPT_POINTS * len(key), "messages": []}
+    if type(answers) is not dict:
+        row["messages"].append("`my_answers` is not a dict of letters: nothing to mark")
+        return row
+    given = [answers.get(n) for n in range(1, len(key) + 1)]
+    right = [n for n, (letter, mine) in enumerate(zip(key, given), 1)
+             if type(mine) is str and mine.strip().lower() == letter]
+    row["points"] = float(CONCEPT_POINTS * len(right))
+    wrong = [str(n) for n in range(1, len(key) + 1) if n not in right]
+    row["messages"].append(f"{len(right)} of {len(key)} right" + (f"; not right: {', '.join(wrong)}" if wrong else ""))
+    return row
+
+
 def grade(assignment: str, namespace: dict) -> list[dict]:
     """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
     the hidden cases; a task whose names the submission does not define scores 0."""
@@ -312,4 +341,6 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
                 except Exception as e:                   # a grader's own failure must not stop the others
                     row["messages"].append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         rows.append(row)
+    if assignment in CONCEPT_KEYS:
+        rows.append(grade_concepts(assignment, namespace))
     return rows

@@ -42,7 +42,7 @@ def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_pat
     broken.write_text(json.dumps(nb))
     right, wrong = make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}"), make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}")
     assert right.returncode == wrong.returncode == 0, right.stderr + wrong.stderr
-    assert total(right.stdout) == 30 and total(wrong.stdout) < total(right.stdout)
+    assert total(right.stdout) == 38 and total(wrong.stdout) < total(right.stdout)
     assert "public: 4 queries, 4 keys, window 2: a query sees 3 keys" in wrong.stdout
     assert "a sliding-window mask: 0 / 10" in wrong.stdout
 
@@ -64,7 +64,7 @@ def test_the_hidden_cases_catch_what_the_public_grader_does_not():
     def float32_penalty(logits, generated, penalty):      # right on the public float32 cases only
         return answer["repetition_penalty"](logits.float(), generated, penalty)
     rows = grade("A2", {**answer, "repetition_penalty": float32_penalty})
-    assert [r["points"] for r in rows] == [5.0, 10.0, 10.0]
+    assert [r["points"] for r in rows] == [5.0, 10.0, 10.0, 8.0]
     assert rows[0]["messages"][0].startswith("public: repetition penalty: right in all 5 cases")
     assert rows[0]["messages"][1] == ("hidden: float64 logits over 50 tokens, 12 generated with repeats, penalty 1.2: "
                                       "the logits should keep their dtype torch.float64")
@@ -73,7 +73,7 @@ def test_the_hidden_cases_catch_what_the_public_grader_does_not():
 def test_a_task_the_submission_does_not_define_or_imports_from_the_course_scores_zero_and_says_why():
     from nmt_lib.decoding import beam_search
     rows = grade("A2", {"greedy_with_penalty": None, "n_best": beam_search})
-    assert [r["points"] for r in rows] == [0, 0, 0]
+    assert [r["points"] for r in rows] == [0, 0, 0, 0]
     assert rows[0]["messages"] == ["`repetition_penalty` is not defined: run the cell that defines it, or name it so"]
     assert rows[1]["messages"] == ["`greedy_with_penalty` is still None: the task is not done"]
     assert rows[2]["messages"] == ["`n_best` comes from nmt_lib.decoding: write your own"]
@@ -92,7 +92,7 @@ def test_the_public_graders_name_the_usual_mistakes():
     def divides_all(logits, generated, penalty):          # a negative logit divided goes up
         return logits.scatter(1, generated, logits.gather(1, generated) / penalty)
     wrong = [("A1", 0, "sliding_window_mask", symmetric_window, "a query sees a later key"),
-             ("A1", 1, "alibi_bias", slopes_from_zero, "head h has slope 2^(-8h/H) counting from h = 1, not h = 0"),
+             ("A1", 1, "alibi_bias", slopes_from_zero, "your slopes are one step off in the geometric sequence"),
              ("A2", 0, "repetition_penalty", divides_all, "a negative logit went up, making a repeated token more likely")]
     for assignment, task, name, fn, why in wrong:
         row = grade(assignment, {**(a1 if assignment == "A1" else a2), name: fn})[task]
@@ -107,13 +107,35 @@ def test_the_public_graders_name_the_usual_mistakes():
 
 def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing():
     for assignment, notebook in [("A1", "A1_attention.ipynb"), ("A2", "A2_transformer.ipynb")]:
-        assert [r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))] == [10, 10, 10]
+        assert [r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))] == [10, 10, 10, 8]
         template = grade(assignment, namespace_of(ROOT / "assignments" / notebook))
-        assert [r["points"] for r in template] == [0, 0, 0]
-        assert all("NotImplementedError" in r["messages"][0] for r in template)
+        assert [r["points"] for r in template] == [0, 0, 0, 0]
+        assert all("NotImplementedError" in r["messages"][0] for r in template[:3])
     a3 = grade("A3", namespace_of(ROOT / "assignments" / "A3_training.ipynb"))
     assert [r["messages"] for r in a3] == [["`model` is still None: the task is not done"],
-                                            ["`ablation` is still None: the task is not done"]]
+                                            ["`ablation` is still None: the task is not done"],
+                                            ["0 of 4 right; not right: 1, 2, 3, 4"]]
+
+
+def test_an_assignment_s_concept_check_says_nothing_of_which_answers_are_right_and_the_grader_marks_them(capsys):
+    from grading.hidden import CONCEPT_KEYS
+    from nmt_lib.checks import answers_well_formed
+    right = dict(enumerate(CONCEPT_KEYS["A1"], 1))
+    wrong = {n: "abcd"[("abcd".index(letter) + 1) % 4] for n, letter in right.items()}
+    said = []
+    for answers in (right, wrong):
+        assert answers_well_formed(answers) == 4
+        said.append(capsys.readouterr().out)
+    assert said[0] == said[1]                             # the student's check cannot tell right from wrong
+    assert answers_well_formed({1: "e", 2: "B"}) == 1
+
+    class EqualsEverything(str):
+        def __eq__(self, other):
+            return True
+        __hash__ = str.__hash__
+    cheat = {n: EqualsEverything("x") for n in right}
+    marks = [grade("A1", {"my_answers": answers})[-1]["points"] for answers in (right, wrong, cheat, None)]
+    assert marks == [8, 0, 0, 0]
 
 
 SDPA_ATTENTION = """
@@ -151,13 +173,13 @@ def test_a_wrapper_or_an_empty_subclass_of_the_course_s_code_scores_zero_and_say
          "    return [[(tokens, 0.0)] for tokens in best]", a2)
     subclass = grade("A1", {**a1, "MyLocalAttention": type("Mine", (MultiHeadAttention,), {})})
     rows = grade("A1", a1) + grade("A2", a2)
-    assert [r["points"] for r in rows] == [10, 10, 0, 10, 10, 0]
+    assert [r["points"] for r in rows] == [10, 10, 0, 8, 10, 10, 0, 8]
     assert rows[2]["messages"][0] == ("public: `MyLocalAttention` uses the course's "
                                       "torch.nn.functional.scaled_dot_product_attention, which this task asks you to "
                                       "write yourself")
     assert subclass[2]["messages"] == ["`MyLocalAttention` subclasses the course's "
                                        "nmt_lib.multihead.MultiHeadAttention: write your own"]
-    assert "uses the course's nmt_lib.decoding.beam_search" in rows[5]["messages"][0]
+    assert "uses the course's nmt_lib.decoding.beam_search" in rows[6]["messages"][0]
     assert decoding.beam_search.__module__ == "nmt_lib.decoding"                        # all restored
     assert torch.nn.functional.scaled_dot_product_attention.__module__ != "grading.hidden"
 
@@ -229,7 +251,7 @@ def test_a_folder_is_graded_into_one_csv_row_per_submission_and_a_stuck_one_is_s
     rows = {r["submission"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
     assert set(rows) == {"alice/A1.ipynb", "bob.ipynb"}
     alice, bob = rows["alice/A1.ipynb"], rows["bob.ipynb"]
-    assert (alice["status"], float(alice["points"]), alice["out of"]) == ("graded", 30.0, "30")
+    assert (alice["status"], float(alice["points"]), alice["out of"]) == ("graded", 38.0, "38")
     assert alice["a sliding-window mask: messages"].startswith("public: sliding-window mask: right in all")
     assert bob["status"] == "not graded: stopped after 12 s (--limit)" and float(bob["points"]) == 0
     assert "2 submissions" in run.stdout and "bob.ipynb: not graded" in run.stdout

@@ -102,7 +102,7 @@ def grade_apart(assignment: str, path: Path, threads: int, limit: int) -> dict:
 def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int) -> str:
     """Grade every notebook under `folder`, `jobs` at a time; write one CSV row per submission to `out` and
     return the summary."""
-    from grading.hidden import ASSIGNMENTS
+    from grading.hidden import parts
     notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     if not notebooks:
         raise SystemExit(f"grade: no .ipynb under {folder}")
@@ -111,8 +111,8 @@ def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int)
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit), notebooks))
     seconds = time.perf_counter() - start
-    tasks = [t.name for t in ASSIGNMENTS[assignment]]
-    out_of = sum(t.points for t in ASSIGNMENTS[assignment])
+    tasks = [name for name, _ in parts(assignment)]
+    out_of = sum(points for _, points in parts(assignment))
     points = [sum(row["points"] for row in r["rows"]) for r in results]
     not_run = {"points": 0, "messages": []}  # a task of a submission that was not graded
     with open(out.with_suffix(".tmp"), "w", newline="", encoding="utf-8") as f:

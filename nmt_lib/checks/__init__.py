@@ -2,11 +2,11 @@
 function or module on a few cases, compares the result with the course's own, and raises `CheckFailed` with one sentence: the case that
 failed and, when the result matches a usual mistake, why. An exception in the learner's code is reported as
 the case that raised it, with the learner's line. `score_concepts` checks the letters of a chapter's concept
-questions. Tooling, not a lesson: the chapters import these."""
+questions; `answers_well_formed` only checks the form of an assignment's (its grader marks them). Tooling, not a lesson: the chapters import these."""
 from nmt_lib.checks.assignments import (check_ablation, check_alibi_bias, check_beats_baseline, check_local_attention,
                                         check_n_best, check_penalised_greedy, check_repetition_penalty,
                                         check_window_mask)
-from nmt_lib.checks.concepts import score_concepts
+from nmt_lib.checks.concepts import answers_well_formed, score_concepts
 from nmt_lib.checks.core import CheckFailed, compare, learner_call, named_mistake, run_check
 from nmt_lib.checks.later import (check_attention_entropy, check_encode_word, check_sliced_loss,
                                   check_smoothed_loss, check_top_p)
@@ -17,6 +17,7 @@ from nmt_lib.checks.transformer import (check_beam_step, check_decoder_block, ch
                                         check_multihead, check_sinusoidal_table, check_split_merge)
 
 __all__ = ["CheckFailed", "compare", "learner_call", "named_mistake", "run_check", "GRADERS", "score_concepts",
+           "answers_well_formed",
            "check_ablation", "check_alibi_bias", "check_beats_baseline", "check_local_attention", "check_n_best",
            "check_penalised_greedy", "check_repetition_penalty", "check_window_mask",
            "check_attention", "check_attention_entropy", "check_beam_step", "check_brevity_penalty",

@@ -59,7 +59,8 @@ def check_alibi_bias(fn) -> str:
                                   "with distance; yours has positive values")
             from_zero = expected[0, 0] * 2.0 ** (8 / h)                   # slope 2^0 = 1 for the first head
             if not same(got[0, 0], expected[0, 0], atol=1e-6) and same(got[0, 0], from_zero, atol=1e-6):
-                raise CheckFailed(f"{case}: head h has slope 2^(-8h/H) counting from h = 1, not h = 0")
+                raise CheckFailed(f"{case}: your slopes are one step off in the geometric sequence: "
+                                  "the first head's slope is the sequence's first term, not 1")
         compare(case, got, expected)
     return passed("ALiBi bias", cases)
 
@@ -140,8 +141,8 @@ def check_repetition_penalty(fn) -> str:
         expected = torch.tensor(expected)
         negative = (before < 0) & (got > before)
         if tuple(got.shape) == tuple(expected.shape) and negative.any() and penalty > 1:
-            raise CheckFailed(f"{case}: a negative logit went up, making a repeated token more likely: multiply "
-                              "negative logits by the penalty, divide positive ones")
+            raise CheckFailed(f"{case}: a negative logit went up, making a repeated token more likely: "
+                              "what must scaling do to a negative number to lower it?")
         compare(case, got, expected)
     return passed("repetition penalty", cases)
 

@@ -25,6 +25,15 @@ def _hash(chapter: str, number: int, letter: str) -> str:
     return hashlib.sha256(f"{chapter}:{number}:{letter.strip().lower()}".encode()).hexdigest()[:12]
 
 
+def form_problem(letter) -> str | None:
+    """Why `letter` is not yet an answer (None when it is one of a to d)."""
+    if letter is None:
+        return "not answered yet"
+    if str(letter).strip().lower() not in ("a", "b", "c", "d"):
+        return f"{letter!r} is not one of a, b, c, d"
+    return None
+
+
 def score_concepts(chapter: str, answers: dict) -> int:
     """Print, for each multiple-choice question of `chapter`, whether the letter `answers` gives it
     ({number: "a" to "d"}, None while unanswered) is right; return how many are."""
@@ -33,14 +42,23 @@ def score_concepts(chapter: str, answers: dict) -> int:
     right = 0
     for number, expected in enumerate(KEY[chapter], 1):
         letter = answers.get(number)
-        if letter is None:
-            verdict = "not answered yet"
-        elif str(letter).strip().lower() not in ("a", "b", "c", "d"):
-            verdict = f"{letter!r} is not one of a, b, c, d"
-        elif _hash(chapter, number, str(letter)) == expected:
+        verdict = form_problem(letter)
+        if verdict is None and _hash(chapter, number, str(letter)) == expected:
             verdict, right = "right", right + 1
-        else:
+        elif verdict is None:
             verdict = f"{letter} is not it: read the question again, then the section it is about"
         print(f"question {number}: {verdict}")
     print(f"{right} of {len(KEY[chapter])} right")
     return right
+
+
+def answers_well_formed(answers: dict, questions: int = 4) -> int:
+    """An assignment's concept questions: print, for each, whether `answers` gives it a letter a to d, and
+    nothing about whether the letter is right (the teacher's grader marks them); return how many do."""
+    ready = 0
+    for number in range(1, questions + 1):
+        verdict = form_problem(answers.get(number)) or "answered"
+        ready += verdict == "answered"
+        print(f"question {number}: {verdict}")
+    print(f"{ready} of {questions} answered; your teacher's grader marks them")
+    return ready
