@@ -5,6 +5,7 @@
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
 # make slides: a reveal.js deck per session of the module plan, from the committed notebooks, in build/slides.
 # make grade:  score a student's assignment (ASSIGNMENT=A1|A2|A3 SUBMISSION=notebook.ipynb), for teachers.
+# make release: the assignments' student edition, assignments/, from their nbgrader sources in solutions/assignments/.
 # make student: the student edition in build/student (no solutions, hidden tests or teacher's guide).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -16,7 +17,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanit
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
 
 .PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak \
-        grade student slides
+        grade release student slides
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -40,6 +41,7 @@ solutions: $(STAMP)
 
 test: $(STAMP) book slides chromium
 	$(BIN)/python tools/export_lib.py --check
+	$(BIN)/python tools/release.py --check
 	$(BIN)/ruff check .
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
 
@@ -126,6 +128,10 @@ grade: $(STAMP)
 	$(BIN)/python tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSION)"
 
 # For teachers: the student edition (no solutions, hidden tests or teacher's guide), to publish.
+# For teachers: the assignments' student edition, assignments/, from their nbgrader sources in solutions/assignments/.
+release: $(STAMP)
+	$(BIN)/python tools/release.py
+
 STUDENT_DIR ?= build/student
 student:
 	python3 tools/student_edition.py "$(STUDENT_DIR)"

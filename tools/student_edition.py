@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LEFT_OUT = ("solutions/", "grading/", "tests/", ".ci/", "tools/grade.py", "tools/student_edition.py",
+LEFT_OUT = ("solutions/", "grading/", "tests/", ".ci/", "tools/grade.py", "tools/release.py", "tools/student_edition.py",
             "book/teachers.md", "runs/")
 SOLUTIONS_LINE = re.compile(r"^Solutions, executed, are in `solutions/[^`]+`[^\n]*(?:\n[^\n]+)*\n*", re.M)  # the paragraph
 # a link to what the edition leaves out keeps its text only
