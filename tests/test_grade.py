@@ -184,6 +184,25 @@ def test_a_wrapper_or_an_empty_subclass_of_the_course_s_code_scores_zero_and_say
     assert torch.nn.functional.scaled_dot_product_attention.__module__ != "grading.hidden"
 
 
+def test_the_released_assignments_hold_none_of_the_model_answers():
+    """Every line inside a source's solution regions, every written model answer and every teacher-only cell
+    is absent from the notebook `make release` wrote (a region without its markers would show)."""
+    for source in sorted(ANSWERS.glob("A*.ipynb")):
+        released = json.loads((ROOT / "assignments" / source.name).read_text())
+        shown = "\n".join("".join(c["source"]) for c in released["cells"])
+        secret = []
+        for cell in json.loads(source.read_text())["cells"]:
+            text, meta = "".join(cell["source"]), cell["metadata"]
+            if "teacher-only" in meta.get("tags", []) or (cell["cell_type"] == "markdown"
+                                                          and meta.get("nbgrader", {}).get("solution")):
+                secret += text.splitlines()
+            for region in text.split("### BEGIN SOLUTION")[1:]:
+                secret += region.split("### END SOLUTION")[0].splitlines()
+        secret = [line.strip() for line in secret if len(line.strip()) > 12]
+        assert len(secret) > 20, source.name
+        assert [line for line in secret if line in shown] == [], source.name
+
+
 def test_assignment_3_s_hidden_test_recomputes_the_chosen_row_of_the_table():
     """Chapter 7's own model handed in: it does not beat itself, and its row's interval must be the bootstrap's
     (0 to 0 against itself), not typed in."""
