@@ -1,0 +1,151 @@
+"""The grading sandbox (grading/sandbox.py): a submission's code runs in a copy of the course whose withheld
+implementations are stubs, PyTorch's attention is refused, and only plain data comes back. Each attack below
+got full marks from the grader that swapped objects in the submission's own kernel."""
+import json
+
+import pytest
+import torch
+
+from grading.sandbox import Sandbox
+from nmt_lib.checks import CheckFailed
+
+ATTACKS = '''
+import functools, importlib, inspect, sys, types
+import torch
+import torch.nn.functional as F
+from nmt_lib.decoding import beam_step
+from pathlib import Path
+import nmt_lib
+
+
+def right(scores, logp, finished):        # an honest answer that uses nothing withheld
+    return scores + 1
+
+
+def default_argument(scores, logp, finished, _step=beam_step):
+    return _step(scores, logp, finished, 2)
+
+
+def closure():
+    kept = beam_step
+    return lambda scores, logp, finished: kept(scores, logp, finished, 2)
+
+
+closure = closure()
+partial = functools.partial(beam_step, eos_id=2)
+kept_in = {"steps": [beam_step]}
+
+
+def from_a_container(scores, logp, finished):
+    return kept_in["steps"][0](scores, logp, finished, 2)
+
+
+code_copy = types.FunctionType(beam_step.__code__, beam_step.__globals__)
+source = {}
+exec(inspect.getsource(beam_step), {**vars(sys.modules["nmt_lib.decoding"])}, source)
+
+
+def from_source(scores, logp, finished):
+    return source["beam_step"](scores, logp, finished, 2)
+
+
+def second_import(scores, logp, finished):
+    for name in [m for m in sys.modules if m.startswith("nmt_lib")]:
+        del sys.modules[name]
+    return importlib.import_module("nmt_lib.decoding").beam_step(scores, logp, finished, 2)
+
+
+def off_the_path(scores, logp, finished):  # the copy taken off the path: the installed course instead?
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", str(Path.cwd()))]
+    for name in [m for m in sys.modules if m.startswith("nmt_lib")]:
+        del sys.modules[name]
+    return importlib.import_module("nmt_lib.decoding").beam_step(scores, logp, finished, 2)
+
+
+def model_answer(scores, logp, finished):  # the teacher's model answer, found beside the course
+    book = Path(nmt_lib.__file__).parents[1] / "solutions" / "assignments" / "A2_transformer.ipynb"
+    return json.loads(book.read_text())
+
+
+def pytorch_attention(q):
+    return F.scaled_dot_product_attention(q, q, q)
+
+
+def aten_attention(q):
+    return torch.ops.aten._scaled_dot_product_attention_math(q, q, q)[0]
+
+
+def torch_module_attention(q):
+    return torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True)(q, q, q)[0]
+
+
+class Sneaky:
+    def __reduce__(self):
+        return (print, ("this ran",))
+
+
+def not_plain(q):
+    return Sneaky()
+'''
+
+
+def sandbox(assignment, folder):
+    notebook = folder / "submission.ipynb"
+    cell = {"cell_type": "code", "id": "attacks", "metadata": {}, "execution_count": None, "outputs": [],
+            "source": "import json\n" + ATTACKS}
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}))
+    return Sandbox(assignment, notebook, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    with sandbox("A2", tmp_path_factory.mktemp("a2")) as a2:
+        yield a2
+
+
+@pytest.fixture(scope="module")
+def attention_box(tmp_path_factory):
+    with sandbox("A1", tmp_path_factory.mktemp("a1")) as a1:
+        yield a1
+
+
+def test_the_sandbox_holds_the_course_and_no_answers(box):
+    assert (box.folder / "nmt_lib" / "decoding.py").is_file() and box.errors == []
+    assert not any((box.folder / part).exists() for part in ("solutions", "grading", "tests", "assignments"))
+
+
+def test_an_honest_answer_comes_back_as_plain_data(box):
+    scores = torch.zeros(2, 3)
+    assert torch.equal(box.call("right", scores, torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.bool)),
+                       scores + 1)
+
+
+@pytest.mark.parametrize("name", ["default_argument", "closure", "partial", "from_a_container", "code_copy",
+                                  "from_source", "second_import"])
+def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(box, name):
+    args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
+    with pytest.raises(CheckFailed, match="the course's beam_step is withheld"):
+        box.call(name, *args)
+
+
+def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(box):
+    args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
+    with pytest.raises(CheckFailed, match="ModuleNotFoundError: No module named 'nmt_lib'"):
+        box.call("off_the_path", *args)
+
+
+def test_the_model_answers_are_not_beside_the_sandbox_s_course(box):
+    with pytest.raises(CheckFailed, match="FileNotFoundError"):
+        box.call("model_answer", None, None, None)
+
+
+@pytest.mark.parametrize("name", ["pytorch_attention", "aten_attention", "torch_module_attention"])
+def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(attention_box, box, name):
+    with pytest.raises(CheckFailed, match="PyTorch's attention"):
+        attention_box.call(name, torch.randn(1, 3, 4))
+    assert box.call(name, torch.randn(1, 3, 4)).shape == (1, 3, 4)      # allowed where attention is not the task
+
+
+def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
+    with pytest.raises(CheckFailed, match="not plain data"):
+        box.call("not_plain", torch.zeros(1))
