@@ -9,7 +9,15 @@ plain data (tensors, numbers, strings, lists, tuples, dicts) comes back, read wi
 so the graders, which compare outside, never run the submission's objects.
 
     with Sandbox("A2", notebook) as box:        # runs the notebook's code cells in the kernel
-        box.call("repetition_penalty", logits, generated, 2.0)   # a plain value, or CheckFailed
+        box.call("repetition_penalty", logits, generated, 2.0)   # a plain value, or the error it raised
+        mine = box.call("MyLocalAttention", 16, 4)               # a Remote: the module stays in the kernel
+        mine.load_state_dict(course.state_dict()); mine(x); mine.gradients([x], g, ["W_q.weight"])
+
+A course Transformer passed to a submission's function crosses as its settings and weights. An error the
+submission raised comes back as its name and message only, rebuilt here as the builtin exception of that name
+(so a grader's `learner_call` reports it as it would in-process); a kernel that gives no answer, or an answer
+that is not plain data, is `CheckFailed`. The graders do not use the sandbox yet: `make grade` still grades in
+the submission's own kernel (tools/grade.py).
 """
 import ast
 import os
@@ -20,6 +28,7 @@ from pathlib import Path
 
 import nbformat
 import torch
+from torch import nn
 
 from nmt_lib.checks import CheckFailed
 
@@ -40,8 +49,10 @@ for _name in [m for m in sys.modules if m.split(".")[0] == "nmt_lib"]:
     del sys.modules[_name]
 sys.path.insert(0, {box!r})
 """
-# Defined after the submission's cells: calls one of its names on a request and saves the answer.
-PROBE = '''def _nmt_probe(request, answer, refuse_attention):
+# Defined after the submission's cells: runs one request on the submission's names and saves the answer. A request
+# calls a name, builds an object kept here behind a handle, calls an object's method, or takes the gradients of
+# an object's output; a course Transformer comes as its settings and weights, and is built here.
+PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
@@ -53,12 +64,45 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention):
                 raise RuntimeError(f"PyTorch's attention ({name}) is not yours: write your own")
             return func(*args, **(kwargs or {}))
 
+    def built(value):
+        if isinstance(value, dict) and "__transformer__" in value:
+            from nmt_lib.transformer import Transformer, TransformerConfig
+            model = Transformer(TransformerConfig(**value["__transformer__"]))
+            model.load_state_dict(value["state"])
+            return model.eval()
+        if isinstance(value, dict) and "__object__" in value:
+            return _objects[value["__object__"]]
+        return value
+
+    def plain(value):
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+        if isinstance(value, torch.nn.Module):
+            _objects[len(_objects)] = value
+            return {"__object__": len(_objects) - 1}
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
     req = torch.load(request, weights_only=True)
+    args, kwargs = [built(a) for a in req["args"]], {k: built(v) for k, v in req["kwargs"].items()}
     try:
         with NoAttention():
-            result = {"value": globals()[req["name"]](*req["args"], **req["kwargs"])}
+            if req["kind"] == "call":
+                value = globals()[req["name"]](*args, **kwargs)
+            elif req["kind"] == "method":
+                value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
+            else:                                       # "gradients": of sum(output * weights) for inputs, parameters
+                obj, inputs = _objects[req["handle"]], [a.clone().requires_grad_() for a in args[:req["inputs"]]]
+                out = obj(*inputs, *args[req["inputs"]:], **kwargs)
+                out = out[0] if isinstance(out, (tuple, list)) else out
+                wrt = inputs + [obj.get_parameter(name) for name in req["name"]]
+                value = list(torch.autograd.grad((out * req["weights"]).sum(), wrt, allow_unused=True))
+        result = {"value": plain(value)}
     except Exception as e:
-        result = {"error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"}
+        result = {"error": type(e).__name__, "message": str(e).strip()}
     torch.save(result, answer)
 '''
 
@@ -95,7 +139,8 @@ def course_copy(assignment: str, folder: Path) -> Path:
 
 class Sandbox:
     """The submission's notebook run, cell after cell, in a kernel inside a copy of the course (see the module's
-    docstring); `call` then asks it for one of its names' results on plain arguments."""
+    docstring); `call` then asks it for one of its names' results on plain arguments. One kernel serves every
+    call, so a submission that breaks its own kernel only fails its own later calls."""
 
     def __init__(self, assignment: str, notebook: Path, *, timeout: int = 600):
         self.assignment, self.notebook, self.timeout = assignment, Path(notebook), timeout
@@ -132,11 +177,15 @@ class Sandbox:
             self._work.cleanup()
 
     def call(self, name: str, *args, **kwargs):
-        """`name(*args, **kwargs)` in the submission's kernel: its value, which must be plain data, or
-        `CheckFailed` with what it raised."""
+        """`name(*args, **kwargs)` in the submission's kernel: its value as plain data (an object it builds, such as
+        a module, stays there: its `Remote` handle comes back instead), or the error it raised (`raised`)."""
+        return self._ask("call", name, args, kwargs)
+
+    def _ask(self, kind: str, name, args, kwargs, **more):
         self._calls += 1
         request, answer = self.folder / f"request-{self._calls}.pt", self.folder / f"answer-{self._calls}.pt"
-        torch.save({"name": name, "args": list(args), "kwargs": kwargs}, request)
+        torch.save({"kind": kind, "name": name, "args": [sent(a) for a in args],
+                    "kwargs": {k: sent(v) for k, v in kwargs.items()}, **more}, request)
         refuse = self.assignment in REFUSE_ATTENTION
         cell = nbformat.v4.new_code_cell(f"_nmt_probe({str(request)!r}, {str(answer)!r}, {refuse})")
         self._nb.cells.append(cell)
@@ -144,10 +193,77 @@ class Sandbox:
         try:
             result = torch.load(answer, weights_only=True)
         except FileNotFoundError:
-            raise CheckFailed(f"`{name}`: the submission's kernel gave no answer") from None
+            why = [f"{o.get('ename')}: {o.get('evalue')}" for o in cell.outputs if o.get("output_type") == "error"]
+            raise CheckFailed(f"`{name}`: the submission's kernel gave no answer ({'; '.join(why) or 'no error'})")
         except Exception:
             raise CheckFailed(f"`{name}` returned something that is not plain data (tensors, numbers, "
                               "strings, lists, dicts)") from None
         if "error" in result:
-            raise CheckFailed(f"`{name}` raised {result['error']}")
-        return result["value"]
+            raise raised(result["error"], result["message"])
+        return received(self, result["value"])
+
+
+class Remote(nn.Module):
+    """An object the submission built, kept in its kernel: calling it, `load_state_dict`, `eval` and `gradients`
+    run there. An `nn.Module` here, so that the graders' checks that a learner's module is one pass."""
+
+    def __init__(self, box: Sandbox, handle: int):
+        super().__init__()
+        self._box, self._handle = box, handle
+
+    def _method(self, name, *args, **kwargs):
+        return self._box._ask("method", name, args, kwargs, handle=self._handle)
+
+    def forward(self, *args, **kwargs):
+        return self._method("__call__", *args, **kwargs)
+
+    def load_state_dict(self, state, strict=True):
+        missing, unexpected = self._method("load_state_dict", state, strict=strict)
+        return nn.modules.module._IncompatibleKeys(missing, unexpected)
+
+    def eval(self):
+        self._method("eval")
+        return self
+
+    def gradients(self, inputs, weights, parameters=(), *args, **kwargs):
+        """The gradients of sum(output * weights) with respect to `inputs` (the first arguments) and the named
+        `parameters`, computed in the submission's kernel; None where none reaches."""
+        return self._box._ask("gradients", list(parameters), [*inputs, *args], kwargs, handle=self._handle,
+                              inputs=len(inputs), weights=weights)
+
+
+# The builtin exceptions a submission's error comes back as (the graders catch some, such as ValueError); any
+# other is reported by its name in a RuntimeError.
+BUILTIN_ERRORS = {e.__name__: e for e in (ValueError, TypeError, RuntimeError, IndexError, KeyError,
+                                          NotImplementedError, AssertionError, AttributeError, ZeroDivisionError,
+                                          FileNotFoundError, ModuleNotFoundError, ImportError, NameError)}
+
+
+def raised(name: str, message: str) -> Exception:
+    """The error the submission raised, rebuilt here from its name and message only (never unpickled)."""
+    error = BUILTIN_ERRORS.get(name)
+    return error(message) if error else RuntimeError(f"{name}: {message}")
+
+
+def sent(value):
+    """`value` as plain data for the submission's kernel: a course Transformer as its settings and weights, a
+    `Remote` as its handle."""
+    from dataclasses import asdict
+
+    from nmt_lib.transformer import Transformer
+    if isinstance(value, Remote):
+        return {"__object__": value._handle}
+    if isinstance(value, Transformer):
+        return {"__transformer__": asdict(value.cfg), "state": value.state_dict()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(sent(v) for v in value)
+    return value
+
+
+def received(box: Sandbox, value):
+    """An answer with each handle to an object in the submission's kernel made a `Remote`."""
+    if isinstance(value, dict) and set(value) == {"__object__"}:
+        return Remote(box, value["__object__"])
+    if isinstance(value, (list, tuple)):
+        return type(value)(received(box, v) for v in value)
+    return value

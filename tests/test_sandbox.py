@@ -79,6 +79,19 @@ def torch_module_attention(q):
     return torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True)(q, q, q)[0]
 
 
+class Doubled(torch.nn.Module):           # a module the submission writes
+    def __init__(self, width):
+        super().__init__()
+        self.W = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return 2 * self.W(x)
+
+
+def logits(model, src, src_len, tgt_in):  # a function given a course model
+    return model(src, src_len, tgt_in)
+
+
 class Sneaky:
     def __reduce__(self):
         return (print, ("this ran",))
@@ -104,6 +117,12 @@ def box(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def attacked_box(tmp_path_factory):      # for the attacks that take the course off the kernel's path
+    with sandbox("A2", tmp_path_factory.mktemp("attacked")) as a2:
+        yield a2
+
+
+@pytest.fixture(scope="module")
 def attention_box(tmp_path_factory):
     with sandbox("A1", tmp_path_factory.mktemp("a1")) as a1:
         yield a1
@@ -122,26 +141,26 @@ def test_an_honest_answer_comes_back_as_plain_data(box):
 
 @pytest.mark.parametrize("name", ["default_argument", "closure", "partial", "from_a_container", "code_copy",
                                   "from_source", "second_import"])
-def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(box, name):
+def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(attacked_box, name):
     args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
-    with pytest.raises(CheckFailed, match="the course's beam_step is withheld"):
-        box.call(name, *args)
+    with pytest.raises(NotImplementedError, match="the course's beam_step is withheld"):
+        attacked_box.call(name, *args)
 
 
-def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(box):
+def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(attacked_box):
     args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
-    with pytest.raises(CheckFailed, match="ModuleNotFoundError: No module named 'nmt_lib'"):
-        box.call("off_the_path", *args)
+    with pytest.raises(ModuleNotFoundError, match="No module named 'nmt_lib'"):
+        attacked_box.call("off_the_path", *args)
 
 
 def test_the_model_answers_are_not_beside_the_sandbox_s_course(box):
-    with pytest.raises(CheckFailed, match="FileNotFoundError"):
+    with pytest.raises(FileNotFoundError, match="solutions/assignments"):
         box.call("model_answer", None, None, None)
 
 
 @pytest.mark.parametrize("name", ["pytorch_attention", "aten_attention", "torch_module_attention"])
 def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(attention_box, box, name):
-    with pytest.raises(CheckFailed, match="PyTorch's attention"):
+    with pytest.raises(RuntimeError, match="PyTorch's attention"):
         attention_box.call(name, torch.randn(1, 3, 4))
     assert box.call(name, torch.randn(1, 3, 4)).shape == (1, 3, 4)      # allowed where attention is not the task
 
@@ -149,3 +168,24 @@ def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(attention_box, 
 def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
     with pytest.raises(CheckFailed, match="not plain data"):
         box.call("not_plain", torch.zeros(1))
+
+
+def test_a_module_the_submission_builds_stays_in_its_kernel_and_answers_there(box):
+    local = torch.nn.Linear(4, 4)
+    mine = box.call("Doubled", 4)
+    assert isinstance(mine, torch.nn.Module) and not list(mine.parameters())        # nothing of it came back
+    keys = mine.load_state_dict({f"W.{k}": v for k, v in local.state_dict().items()}, strict=False)
+    assert keys.missing_keys == keys.unexpected_keys == []
+    x, g = torch.randn(3, 4), torch.randn(3, 4)
+    assert torch.allclose(mine(x), 2 * local(x))
+    dx, dW = mine.gradients([x], g, ["W.weight"])
+    xg = x.clone().requires_grad_()
+    want = torch.autograd.grad((2 * local(xg) * g).sum(), (xg, local.weight))
+    assert torch.allclose(dx, want[0]) and torch.allclose(dW, want[1])
+
+
+def test_a_course_model_crosses_as_its_settings_and_weights(box):
+    from nmt_lib.checks.assignments import random_translator, sources
+    model, (src, src_len) = random_translator(), sources()
+    tgt_in = torch.tensor([[1, 4, 5]] * src.shape[0])
+    assert torch.allclose(box.call("logits", model, src, src_len, tgt_in), model(src, src_len, tgt_in), atol=1e-6)
