@@ -5,7 +5,7 @@ chapters' code where the two must agree, and against properties that define the 
 hidden cases compare every value (`grading/hidden.py`)."""
 import torch
 
-from nmt_lib.checks.core import CheckFailed, compare, learner_call, passed, result, same
+from nmt_lib.checks.core import CheckFailed, compare, gradients_of, learner_call, passed, result, same
 from nmt_lib.checks.transformer import load_course_weights, output_of
 
 
@@ -100,10 +100,10 @@ def check_local_attention(cls) -> str:
                 output_of(learner_call(case, mine, x)), _slices(course, x, window).detach())
     local = learner_call("building cls(16, 4, window=3)", cls, 16, 4, window=3)
     load_course_weights("cls(16, 4, window=3)", local, course)
-    xg = x.clone().requires_grad_()
-    out = output_of(learner_call("ALiBi, window 3", local, xg))
-    if not torch.as_tensor(out).requires_grad:
-        raise CheckFailed("ALiBi, window 3: your output has no gradient: keep it in autograd")
+    (dx,) = gradients_of("ALiBi, window 3", local, [x], torch.ones(2, 6, 16))
+    if dx is None:
+        raise CheckFailed("ALiBi, window 3: no gradient reaches the input: keep it in autograd")
+    out = output_of(learner_call("ALiBi, window 3", local, x))
     with torch.no_grad():
         compare("ALiBi, window 3: position 0 sees only itself, where the bias is 0",
                 out[:, :1], course(x[:, :1], x[:, :1], x[:, :1]))

@@ -75,6 +75,21 @@ def parts(case: str, got, names: tuple):
     return tuple(got)
 
 
+def gradients_of(case: str, mine, inputs, weights, parameters=(), *args):
+    """The gradients of sum(mine(*inputs, *args)[0 if a pair] * weights) with respect to `inputs` and `mine`'s
+    named `parameters` (None where none reaches), computed where `mine` runs: here, or in the kernel of a
+    submission graded apart (whose modules offer `gradients`)."""
+    if hasattr(mine, "gradients"):
+        return learner_call(case, mine.gradients, list(inputs), weights, list(parameters), *args)
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = learner_call(case, mine, *leaves, *args)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if not torch.as_tensor(out).requires_grad:
+        raise CheckFailed(f"{case}: your output has no gradient: keep it in autograd")
+    wrt = leaves + [mine.get_parameter(name) for name in parameters]
+    return list(torch.autograd.grad((out * weights).sum(), wrt, allow_unused=True))
+
+
 def passed(what: str, cases) -> str:
     """The message of a grader that found nothing wrong."""
     return f"{what}: right in all {len(cases)} cases"
