@@ -92,6 +92,13 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
         with NoAttention():
             if req["kind"] == "call":
                 value = globals()[req["name"]](*args, **kwargs)
+                value = {"value": value, "args": args}  # the arguments after the call: changed in place?
+            elif req["kind"] == "describe":             # what a name is, for the graders' refusals
+                obj = globals().get(req["name"])
+                value = {"defined": req["name"] in globals(), "none": obj is None,
+                         "module": str(getattr(obj, "__module__", "__main__")), "callable": callable(obj)}
+            elif req["kind"] == "value":                # a name's value, which must be plain data
+                value = globals()[req["name"]]
             elif req["kind"] == "method":
                 value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
             else:                                       # "gradients": of sum(output * weights) for inputs, parameters
@@ -179,7 +186,20 @@ class Sandbox:
     def call(self, name: str, *args, **kwargs):
         """`name(*args, **kwargs)` in the submission's kernel: its value as plain data (an object it builds, such as
         a module, stays there: its `Remote` handle comes back instead), or the error it raised (`raised`)."""
-        return self._ask("call", name, args, kwargs)
+        answer = self._ask("call", name, args, kwargs)
+        for mine, after in zip(args, answer["args"]):     # what the call did to the arguments it was given
+            if isinstance(mine, torch.Tensor) and isinstance(after, torch.Tensor) and not torch.equal(mine, after):
+                with torch.no_grad():
+                    mine.copy_(after)
+        return answer["value"]
+
+    def describe(self, name: str) -> dict:
+        """What `name` is in the submission's kernel: defined, None, its module, callable."""
+        return self._ask("describe", name, (), {})
+
+    def value(self, name: str):
+        """The value of `name` in the submission's kernel, which must be plain data."""
+        return self._ask("value", name, (), {})
 
     def _ask(self, kind: str, name, args, kwargs, **more):
         self._calls += 1
@@ -266,4 +286,6 @@ def received(box: Sandbox, value):
         return Remote(box, value["__object__"])
     if isinstance(value, (list, tuple)):
         return type(value)(received(box, v) for v in value)
+    if isinstance(value, dict):
+        return {k: received(box, v) for k, v in value.items()}
     return value

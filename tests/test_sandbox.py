@@ -92,6 +92,14 @@ def logits(model, src, src_len, tgt_in):  # a function given a course model
     return model(src, src_len, tgt_in)
 
 
+def in_place(logits):                     # changes what it was given
+    logits.mul_(2)
+    return logits
+
+
+answers = {1: "b", 2: "c"}
+
+
 class Sneaky:
     def __reduce__(self):
         return (print, ("this ran",))
@@ -189,3 +197,14 @@ def test_a_course_model_crosses_as_its_settings_and_weights(box):
     model, (src, src_len) = random_translator(), sources()
     tgt_in = torch.tensor([[1, 4, 5]] * src.shape[0])
     assert torch.allclose(box.call("logits", model, src, src_len, tgt_in), model(src, src_len, tgt_in), atol=1e-6)
+
+
+def test_a_call_that_changes_its_arguments_changes_them_here_too(box):
+    logits = torch.ones(2, 3)
+    assert torch.equal(box.call("in_place", logits), 2 * torch.ones(2, 3)) and torch.equal(logits, 2 * torch.ones(2, 3))
+
+
+def test_the_graders_can_ask_what_a_name_is_and_read_a_plain_value(box):
+    assert box.describe("beam_step") == {"defined": True, "none": False, "module": "nmt_lib.decoding",
+                                         "callable": True}
+    assert box.describe("nothing")["defined"] is False and box.value("answers") == {1: "b", 2: "c"}
