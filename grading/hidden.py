@@ -321,27 +321,69 @@ def grade_concepts(assignment: str, namespace: dict) -> dict:
     return row
 
 
-def grade(assignment: str, namespace: dict) -> list[dict]:
-    """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
-    the hidden cases; a task whose names the submission does not define scores 0."""
+def _score(task: Task, objs: list, row: dict) -> dict:
+    """Half the task's points for its public grader, half for its hidden cases, given the submission's objects."""
+    for part, check in (("public", task.public), ("hidden", task.hidden)):
+        try:
+            message = check(*objs)
+            row["points"] += task.points / 2
+            row["messages"].append(f"{part}: {message or 'all hidden cases passed'}")
+        except CheckFailed as e:
+            row["messages"].append(f"{part}: {e}")
+        except Exception as e:                   # a grader's own failure must not stop the others
+            row["messages"].append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    return row
+
+
+def _rows(assignment: str, refusal, objects) -> list[dict]:
+    """One row per task, {task, points, out_of, messages}: 0 with the reason when `refusal(task, name)` gives one
+    for a name the task needs, else what the graders give `objects(task)`."""
     rows = []
     for task in ASSIGNMENTS[assignment]:
         row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
-        refusal = next(filter(None, (_refusal(task, name, namespace) for name in task.needs)), None)
-        if refusal:
-            row["messages"].append(refusal)
-        else:
-            objs = [_guarded(task, namespace[name], namespace) for name in task.needs]
-            for part, check in (("public", task.public), ("hidden", task.hidden)):
-                try:
-                    message = check(*objs)
-                    row["points"] += task.points / 2
-                    row["messages"].append(f"{part}: {message or 'all hidden cases passed'}")
-                except CheckFailed as e:
-                    row["messages"].append(f"{part}: {e}")
-                except Exception as e:                   # a grader's own failure must not stop the others
-                    row["messages"].append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        rows.append(row)
+        why = next(filter(None, (refusal(task, name) for name in task.needs)), None)
+        rows.append(_score(task, objects(task), row) if why is None else {**row, "messages": [why]})
+    return rows
+
+
+def grade(assignment: str, namespace: dict) -> list[dict]:
+    """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
+    the hidden cases; a task whose names the submission does not define scores 0. The names are the
+    submission's own objects, in this process: assignment 3's way (`grade_in_sandbox` grades the others)."""
+    rows = _rows(assignment, lambda task, name: _refusal(task, name, namespace),
+                 lambda task: [_guarded(task, namespace[name], namespace) for name in task.needs])
     if assignment in CONCEPT_KEYS:
         rows.append(grade_concepts(assignment, namespace))
+    return rows
+
+
+# The assignments graded in the sandbox (grading/sandbox.py); assignment 3, whose answer is a trained model,
+# is graded in its own kernel by `grade`.
+APART = ("A1", "A2")
+
+
+def _refusal_apart(task: Task, name: str, box) -> str | None:
+    """Why the submission's `name`, in the sandbox `box`, cannot be graded for `task`, or None."""
+    about = box.describe(name)
+    if not about["defined"]:
+        cells = f" (its cells raised {'; '.join(box.errors)})" if box.errors else ""
+        return f"`{name}` is not defined: run the cell that defines it, or name it so{cells}"
+    if about["none"]:
+        return f"`{name}` is still None: the task is not done"
+    if task.own and about["module"].split(".")[0] in COURSE:
+        return f"`{name}` comes from {about['module']}: write your own"
+    return None
+
+
+def grade_in_sandbox(assignment: str, box) -> list[dict]:
+    """`grade` for a submission run in the sandbox `box`: each of its names answers through `box.call` with
+    plain data, and the graders, here, compare. The course's own implementations are absent from the
+    sandbox, so no swapping is needed."""
+    rows = _rows(assignment, lambda task, name: _refusal_apart(task, name, box),
+                 lambda task: [functools.partial(box.call, name) for name in task.needs])
+    try:
+        answers = box.value("my_answers")
+    except Exception:                            # not defined, or not plain data: nothing to mark
+        answers = None
+    rows.append(grade_concepts(assignment, {"my_answers": answers}))
     return rows

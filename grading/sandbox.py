@@ -16,8 +16,8 @@ so the graders, which compare outside, never run the submission's objects.
 A course Transformer passed to a submission's function crosses as its settings and weights. An error the
 submission raised comes back as its name and message only, rebuilt here as the builtin exception of that name
 (so a grader's `learner_call` reports it as it would in-process); a kernel that gives no answer, or an answer
-that is not plain data, is `CheckFailed`. The graders do not use the sandbox yet: `make grade` still grades in
-the submission's own kernel (tools/grade.py).
+that is not plain data, is `CheckFailed`. `make grade` grades assignments 1 and 2 here
+(`grading.hidden.grade_in_sandbox`); assignment 3, whose answer is a trained model, still in its own kernel.
 """
 import ast
 import os
@@ -109,7 +109,10 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
                 value = list(torch.autograd.grad((out * req["weights"]).sum(), wrt, allow_unused=True))
         result = {"value": plain(value)}
     except Exception as e:
-        result = {"error": type(e).__name__, "message": str(e).strip()}
+        import traceback
+        lines = [f.line for f in traceback.extract_tb(e.__traceback__)[1:]
+                 if not any(part in f.filename for part in ("site-packages", "nmt_lib")) and f.line]
+        result = {"error": type(e).__name__, "message": str(e).strip(), "line": lines[-1] if lines else ""}
     torch.save(result, answer)
 '''
 
@@ -160,18 +163,19 @@ class Sandbox:
         self._work = tempfile.TemporaryDirectory(prefix="nmt-sandbox-")
         self.folder = course_copy(self.assignment, Path(self._work.name))
         nb = nbformat.read(self.notebook, as_version=4)
-        code = [c for c in nb.cells if c.cell_type == "code"]
+        # the public check cells are the student's feedback; the graders run them here, outside
+        code = [c for c in nb.cells if c.cell_type == "code" and "run_check(" not in c.source]
         self._nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PRELUDE.format(box=str(self.folder)))]
                                             + code + [nbformat.v4.new_code_cell(PROBE)])
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel"))
         self._client = NotebookClient(self._nb, km=km, timeout=self.timeout, allow_errors=True,
-                                      resources={"metadata": {"path": str(self.folder)}})
+                                      interrupt_on_timeout=True, resources={"metadata": {"path": str(self.folder)}})
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}      # the repository stays off the path
         self._kernel = self._client.setup_kernel(cwd=str(self.folder), env=env)
         self._kernel.__enter__()
         for index, cell in enumerate(self._nb.cells):
             self._client.execute_cell(cell, index)
-            self.errors += [f"{o.get('ename')}: {(o.get('evalue') or '').splitlines()[:1]}"
+            self.errors += [f"cell {index}: {o.get('ename')}: {((o.get('evalue') or '').splitlines() or [''])[0]}"
                             for o in cell.outputs if o.get("output_type") == "error"]
         self._calls = 0
         return self
@@ -219,7 +223,7 @@ class Sandbox:
             raise CheckFailed(f"`{name}` returned something that is not plain data (tensors, numbers, "
                               "strings, lists, dicts)") from None
         if "error" in result:
-            raise raised(result["error"], result["message"])
+            raise raised(result["error"], result["message"], result.get("line", ""))
         return received(self, result["value"])
 
 
@@ -259,10 +263,13 @@ BUILTIN_ERRORS = {e.__name__: e for e in (ValueError, TypeError, RuntimeError, I
                                           FileNotFoundError, ModuleNotFoundError, ImportError, NameError)}
 
 
-def raised(name: str, message: str) -> Exception:
-    """The error the submission raised, rebuilt here from its name and message only (never unpickled)."""
+def raised(name: str, message: str, line: str = "") -> Exception:
+    """The error the submission raised, rebuilt here from its name, message and line only (never unpickled);
+    `learner_call` reports the line as the learner's."""
     error = BUILTIN_ERRORS.get(name)
-    return error(message) if error else RuntimeError(f"{name}: {message}")
+    error = error(message) if error else RuntimeError(f"{name}: {message}")
+    error.learner_line = line
+    return error
 
 
 def sent(value):

@@ -274,3 +274,82 @@ def test_a_folder_is_graded_into_one_csv_row_per_submission_and_a_stuck_one_is_s
     assert alice["a sliding-window mask: messages"].startswith("public: sliding-window mask: right in all")
     assert bob["status"] == "not graded: stopped after 12 s (--limit)" and float(bob["points"]) == 0
     assert "2 submissions" in run.stdout and "bob.ipynb: not graded" in run.stdout
+
+
+NBEST = """
+def n_best(model, src, src_len, *, bos_id, eos_id, beam_size, n, max_len, alpha):    # the course's search
+    best = SEARCH(model, src, src_len, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len,
+                  alpha=alpha).tokens
+    return [[(tokens, 0.0)] * n for tokens in best]
+"""
+SETUP = """import functools, importlib, inspect, json, sys, types
+from pathlib import Path
+import torch
+import nmt_lib
+from nmt_lib.decoding import beam_search, beam_step
+"""
+ATTACKS = {   # each handed in as the answer to A2's third task; the grader that swapped objects gave some 10
+    "a wrapper around the course's beam_step": "def SEARCH(model, src, src_len, **kw):\n"
+                                              "    beam_step(torch.zeros(1, 2), torch.zeros(1, 2, 5), "
+                                              "torch.zeros(1, 2, dtype=torch.bool), 2)\n",
+    "the course's function kept in a default argument": "def SEARCH(*args, _search=beam_search, **kw):\n"
+                                                        "    return _search(*args, **kw)\n",
+    "in a closure": "def kept():\n    search = beam_search\n    return lambda *a, **k: search(*a, **k)\n"
+                    "SEARCH = kept()\n",
+    "in a functools.partial": "SEARCH = functools.partial(beam_search)\n",
+    "a copy made from its code object": "SEARCH = types.FunctionType(beam_search.__code__, beam_search.__globals__,"
+                                        " 'SEARCH', beam_search.__defaults__, beam_search.__closure__)\n"
+                                        "SEARCH.__kwdefaults__ = beam_search.__kwdefaults__\n",
+    "its source run with exec": "scope = dict(vars(sys.modules['nmt_lib.decoding']))\n"
+                                "exec(inspect.getsource(beam_search), scope)\nSEARCH = scope['beam_search']\n",
+    "a second import of nmt_lib": "for name in [m for m in sys.modules if m.startswith('nmt_lib')]:\n"
+                                  "    del sys.modules[name]\n"
+                                  "SEARCH = importlib.import_module('nmt_lib.decoding').beam_search\n",
+    "exec of the model answer's cells": "answer = Path(nmt_lib.__file__).parents[1] / 'solutions' / 'assignments'\n"
+                                        "for cell in json.loads((answer / 'A2_transformer.ipynb').read_text())"
+                                        "['cells']:\n    if cell['cell_type'] == 'code':\n"
+                                        "        exec(''.join(cell['source']))\nSEARCH = beam_search\n",
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(tmp_path, attack):
+    """Graded as make grade grades A1 and A2, in the sandbox: the course's search is withheld there, however
+    the submission keeps it, and the model answers are not beside its copy of the course."""
+    from grading.hidden import grade_in_sandbox
+    from grading.sandbox import Sandbox
+    notebook = tmp_path / "A2.ipynb"
+    cells = [SETUP, ATTACKS[attack], NBEST]
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+        for i, s in enumerate(cells)]}))
+    with Sandbox("A2", notebook, timeout=120) as box:
+        row = grade_in_sandbox("A2", box)[2]
+    assert row["points"] == 0
+    assert any(why in row["messages"][0] for why in ("the course's beam_s", "No such file", "not defined")), row
+
+
+def test_replacing_the_grader_s_compare_in_the_submission_changes_nothing(tmp_path):
+    from grading.hidden import grade_in_sandbox
+    from grading.sandbox import Sandbox
+    cheat = ("import nmt_lib.checks.core as core, nmt_lib.checks.assignments as public\n"
+             "core.compare = public.compare = lambda *args, **kwargs: None\n"
+             "def repetition_penalty(logits, generated, penalty):\n    return logits\n")
+    notebook = tmp_path / "A2.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": None, "outputs": [], "source": cheat}]}))
+    with Sandbox("A2", notebook, timeout=120) as box:
+        row = grade_in_sandbox("A2", box)[0]
+    assert row["points"] == 0 and "public: one token each" in row["messages"][0]
+
+
+def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(tmp_path):
+    from grading.hidden import grade_in_sandbox
+    from grading.sandbox import Sandbox
+    notebook = tmp_path / "A1.ipynb"
+    source = "from nmt_lib.multihead import MultiHeadAttention\n\nclass MyLocalAttention(MultiHeadAttention):\n    pass\n"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": None, "outputs": [], "source": source}]}))
+    with Sandbox("A1", notebook, timeout=120) as box:
+        row = grade_in_sandbox("A1", box)[2]
+    assert row["points"] == 0 and "MultiHeadAttention is withheld" in row["messages"][0], row

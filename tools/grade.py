@@ -9,10 +9,11 @@ tests (grading/hidden.py), and print a score per task with the graders' messages
 A folder is graded a few submissions at a time (`--jobs`, the CPU count by default, the cores shared out as
 threads), each stopped after `--limit` seconds; one CSV row per submission, then a summary.
 
-The submission runs in its own kernel, in a temporary folder, cell after cell; a cell that raises does not stop
-the others (its task then scores what the names it defined earn). One cell is appended that grades the names
-the notebook defined and prints the rows as JSON on one marked line. Exit status 0 once graded, whatever the
-score; 2 for a usage error (an unknown assignment, a file that is not a notebook).
+The submission runs cell after cell; a cell that raises does not stop the others (its task then scores what the
+names it defined earn). Assignments 1 and 2 run in the grading sandbox (grading/sandbox.py), apart from the
+answers, and are graded from this process; assignment 3 runs in its own kernel, where one appended cell grades
+it and prints the rows as JSON on one marked line. Exit status 0 once graded, whatever the score; 2 for a usage
+error (an unknown assignment, a file that is not a notebook).
 """
 import argparse
 import csv
@@ -28,9 +29,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 def run_submission(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
-    """The graded rows, and the errors the submission's own cells raised (first line of each). The rows are read
-    from the appended cell's output only, marked with a token drawn for this run. Grading runs in the student's
-    kernel, so a submission written to cheat can still tamper with the graders: it is a check of honest work."""
+    """The graded rows, and the errors the submission's own cells raised (first line of each). Assignments 1 and
+    2 run in the sandbox (grading/sandbox.py), apart from the answers and the graders, which compare here."""
+    from grading.hidden import APART, grade_in_sandbox
+    if assignment in APART:
+        from grading.sandbox import Sandbox
+        with Sandbox(assignment, path, timeout=timeout) as box:
+            return grade_in_sandbox(assignment, box), box.errors
+    return run_in_its_kernel(assignment, path, timeout)
+
+
+def run_in_its_kernel(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
+    """Assignment 3: the submission run in its own kernel, and graded there by a cell appended to it (its model
+    is a trained Transformer, read where it was trained). The rows are read from that cell's output only, marked
+    with a token drawn for this run; a submission written to cheat could tamper with the graders there."""
     import nbformat
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient

@@ -42,9 +42,10 @@ def learner_call(case: str, fn, *args, **kwargs):
     except CheckFailed:
         raise
     except Exception as e:
-        frames = [f for f in traceback.extract_tb(e.__traceback__)[1:]
+        frames = [f.line for f in traceback.extract_tb(e.__traceback__)[1:]
                   if not any(part in f.filename for part in LIBRARY) and f.line]
-        line = f" (your line: {frames[-1].line.strip()})" if frames else ""
+        mine = getattr(e, "learner_line", frames[-1] if frames else "")     # one raised in a grading sandbox
+        line = f" (your line: {mine.strip()})" if mine else ""
         first = (str(e).strip().splitlines() or [""])[0]
         raise CheckFailed(f"{case}: your code raised {type(e).__name__}: {first}{line}") from None
 
