@@ -353,3 +353,9 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
     with Sandbox("A1", notebook, timeout=120) as box:
         row = grade_in_sandbox("A1", box)[2]
     assert row["points"] == 0 and "MultiHeadAttention is withheld" in row["messages"][0], row
+
+
+def test_assignment_3_s_template_is_graded_in_its_own_kernel_and_scores_nothing():
+    out = make_grade("ASSIGNMENT=A3", f"SUBMISSION={ROOT / 'assignments' / 'A3_training.ipynb'}")
+    assert out.returncode == 0, out.stderr
+    assert total(out.stdout) == 0 and "`model` is still None: the task is not done" in out.stdout
