@@ -292,7 +292,7 @@ def _refusal(task: Task, name: str, namespace: dict):
     return None
 
 
-# The right letters of each assignment's concept questions, in order: the teacher's only (the student's check
+# The right letters of every assignment's concept questions, in order: the teacher's only (the student's check
 # says whether each answer is well formed); the reasons are under the questions in the model answers.
 CONCEPT_KEYS = {"A1": "cbda", "A2": "dbac", "A3": "bcad"}
 CONCEPT_POINTS = 2                     # a right letter
@@ -300,8 +300,8 @@ CONCEPT_POINTS = 2                     # a right letter
 
 def parts(assignment: str) -> list[tuple[str, int]]:
     """What `grade` scores for `assignment`, in its rows' order: (name, points possible)."""
-    concepts = [("concept questions", CONCEPT_POINTS * len(CONCEPT_KEYS[assignment]))] if assignment in CONCEPT_KEYS else []
-    return [(task.name, task.points) for task in ASSIGNMENTS[assignment]] + concepts
+    concepts = ("concept questions", CONCEPT_POINTS * len(CONCEPT_KEYS[assignment]))
+    return [(task.name, task.points) for task in ASSIGNMENTS[assignment]] + [concepts]
 
 
 def grade_concepts(assignment: str, namespace: dict) -> dict:
@@ -352,9 +352,7 @@ def grade(assignment: str, namespace: dict) -> list[dict]:
     submission's own objects, in this process: assignment 3's way (`grade_in_sandbox` grades the others)."""
     rows = _rows(assignment, lambda task, name: _refusal(task, name, namespace),
                  lambda task: [_guarded(task, namespace[name], namespace) for name in task.needs])
-    if assignment in CONCEPT_KEYS:
-        rows.append(grade_concepts(assignment, namespace))
-    return rows
+    return rows + [grade_concepts(assignment, namespace)]
 
 
 # The assignments graded in the sandbox (grading/sandbox.py); assignment 3, whose answer is a trained model,

@@ -110,8 +110,10 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
         result = {"value": plain(value)}
     except Exception as e:
         import traceback
+        # the learner's line, as learner_call finds it (its LIBRARY, written out: a submission may have taken
+        # nmt_lib off the path, and the error must still come back)
         lines = [f.line for f in traceback.extract_tb(e.__traceback__)[1:]
-                 if not any(part in f.filename for part in ("site-packages", "nmt_lib")) and f.line]
+                 if not any(part in f.filename for part in ("site-packages", "dist-packages", "nmt_lib")) and f.line]
         result = {"error": type(e).__name__, "message": str(e).strip(), "line": lines[-1] if lines else ""}
     torch.save(result, answer)
 '''

@@ -123,8 +123,8 @@ def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int)
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit), notebooks))
     seconds = time.perf_counter() - start
-    tasks = [name for name, _ in parts(assignment)]
-    out_of = sum(points for _, points in parts(assignment))
+    tasks, possible = zip(*parts(assignment))
+    out_of = sum(possible)
     points = [sum(row["points"] for row in r["rows"]) for r in results]
     not_run = {"points": 0, "messages": []}  # a task of a submission that was not graded
     with open(out.with_suffix(".tmp"), "w", newline="", encoding="utf-8") as f:
