@@ -4,7 +4,8 @@
 #              browser tests of JupyterLab and of the book (headless Chromium, installed if missing).
 # make book:   the static HTML book from the committed notebooks, in build/book (no re-execution).
 # make slides: a reveal.js deck per session of the module plan, from the committed notebooks, in build/slides.
-# make grade:  score a student's assignment (ASSIGNMENT=A1|A2|A3 SUBMISSION=notebook.ipynb), for teachers.
+# make grade:  grade a class with nbgrader and the grading sandbox (ASSIGNMENT=A1|A2|A3 SUBMISSIONS=class/), or one
+#              notebook (SUBMISSION=notebook.ipynb), for teachers.
 # make release: the assignments' student edition, assignments/, from their nbgrader sources in solutions/assignments/.
 # make student: the student edition in build/student (no solutions, hidden tests or teacher's guide).
 SHELL := /bin/bash
@@ -121,11 +122,12 @@ notebooks: $(STAMP)
 	$(BIN)/python tools/run_course.py --inplace --all
 	$(BIN)/python tools/render_tables.py
 
-# For teachers: grade a student's assignment notebook (public graders and hidden tests), e.g.
-#   make grade ASSIGNMENT=A1 SUBMISSION=alice/A1_attention.ipynb, or SUBMISSION=class/ (a folder: one CSV)
+# For teachers: grade a class (a folder with one folder per student) in an nbgrader course folder, e.g.
+#   make grade ASSIGNMENT=A1 SUBMISSIONS=downloads/A1/ (course/ beside it; COURSE=... to choose), or one notebook:
+#   make grade ASSIGNMENT=A1 SUBMISSION=alice/A1_attention.ipynb
 grade: $(STAMP)
-	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSION)" || { echo "usage: make grade ASSIGNMENT=A1|A2|A3 SUBMISSION=path/to/notebook.ipynb or path/to/folder"; exit 2; }
-	$(BIN)/python tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSION)"
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSION)$(SUBMISSIONS)$(COURSE)" || { echo "usage: make grade ASSIGNMENT=A1|A2|A3 SUBMISSIONS=class/ [COURSE=nbgrader-course/], or SUBMISSION=notebook.ipynb"; exit 2; }
+	$(BIN)/python tools/grade.py "$(ASSIGNMENT)" $(SUBMISSION) $(SUBMISSIONS) $(if $(COURSE),--course "$(COURSE)")
 
 # For teachers: the student edition (no solutions, hidden tests or teacher's guide), to publish.
 # For teachers: the assignments' student edition, assignments/, from their nbgrader sources in solutions/assignments/.

@@ -2,14 +2,10 @@
 
 Each task is scored in two parts: the public grader the assignment notebook already shows the student
 (`nmt_lib.checks`), and hidden cases the student has not seen (other sizes, seeds, mask shapes, gradients).
-`grade(assignment, namespace)` takes the names a submission defined and returns one row per task: points
-earned, points possible, and the messages. `tools/grade.py` runs a submission and calls it.
+`grade_in_sandbox(assignment, box)` grades a submission run in the sandbox (grading/sandbox.py) and returns one
+row per task: points earned, points possible, and the messages; `tools/grade.py` calls it.
 """
 import functools
-import importlib
-import inspect
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,10 +14,10 @@ import torch.nn.functional as F
 
 from nmt_lib.checks import CheckFailed, compare, learner_call
 from nmt_lib.checks.core import gradients_of
-from nmt_lib.checks.assignments import (baseline_bleu, check_ablation, check_alibi_bias, check_beats_baseline,
+from nmt_lib.checks.assignments import (RUNS, check_ablation, check_alibi_bias, check_beats_reference,
                                         check_local_attention, check_n_best, check_penalised_greedy,
-                                        check_repetition_penalty, check_window_mask, model_bleu, random_translator,
-                                        sources, token_lists)
+                                        check_repetition_penalty, check_window_mask, find_runs, random_translator,
+                                        runs_bleu, sources, token_lists)
 from nmt_lib.checks.transformer import load_course_weights, output_of
 
 
@@ -33,7 +29,7 @@ class Task:
     hidden: Callable     # hidden cases, given the defined objects; raises CheckFailed
     points: int = 10
     own: bool = True     # functions or classes the student writes (not ones imported from the course)
-    course: tuple = ()   # the course's (and PyTorch's) own implementations of the task, by dotted name
+    runs: bool = False   # the graders are given the runs handed in (A3's checkpoints) before the names
 
 
 # ---- A1: the references the hidden cases compare with, from chapter 3's mask and PyTorch's attention ----
@@ -172,107 +168,62 @@ def _hidden_n_best(fn):
             compare(f"{case}: sentence {i}, the scores", [float(s) for _, s in mine], [s for _, s in right], atol=1e-4)
 
 
-# ---- A3: the test split, and the chosen model's row of the table recomputed ----
-def _hidden_beats_baseline(model):
-    mine, base = model_bleu(model, "test").bleu, baseline_bleu("test").bleu
-    if not mine > base:
-        raise CheckFailed(f"test BLEU {mine:.1f}, not above chapter 7's recipe ({base:.1f})")
-    return f"test BLEU {mine:.1f}, {mine - base:+.1f} against chapter 7's recipe ({base:.1f})"
+# ---- A3: graded from the checkpoints handed in: the test split, and the table's figures recomputed ----
+def _hidden_beats_reference(runs, chosen):
+    return check_beats_reference(runs, chosen, "test")
 
 
-def _public_ablation(table, model, chosen):
+def _public_ablation(runs, table, chosen):
     return check_ablation(table, chosen)
 
 
-def _hidden_ablation(table, model, chosen):
+def _hidden_ablation(runs, table, chosen):
+    """Each row's validation BLEU read again from its run's checkpoint, and the chosen setting's two rows in
+    full: the difference to the reference of the same seed and its interval (chapter 4a's paired bootstrap,
+    its defaults)."""
     import numpy as np
     from nmt_lib.metrics import paired_bootstrap
-    mine, base = model_bleu(model, "valid"), baseline_bleu("valid")
-    a, b = paired_bootstrap(mine.counts(), base.counts())
-    low, high = np.percentile(a - b, [2.5, 97.5])
-    measured = {"valid BLEU": (mine.bleu, 0.05), "minus baseline": (mine.bleu - base.bleu, 0.05), "low": (low, 0.1),
-                "high": (high, 0.1)}
-    row = table.loc[chosen]
-    for column, (value, tolerance) in measured.items():
-        if abs(float(row[column]) - value) > tolerance:
-            raise CheckFailed(f"`ablation`, row {chosen!r}: {column} is {float(row[column]):.2f}, but `model` measures "
-                              f"{value:.2f} against chapter 7's recipe (chapter 4a's paired bootstrap, its defaults)")
-    return f"the chosen row recomputed: {mine.bleu - base.bleu:+.1f} ({low:+.1f} to {high:+.1f})"
+    wanted = set(table.index) | {("reference", 1), ("reference", 2)}
+    missing = sorted(key for key in wanted if key not in runs)
+    if missing:
+        raise CheckFailed(f"`ablation` has rows with no checkpoint in {RUNS}/: "
+                          f"{', '.join(f'{name}.seed{seed}.pt' for name, seed in missing)}")
+    bleu = runs_bleu({key: runs[key] for key in wanted}, "valid")
+    for key, row in table.iterrows():
+        if abs(float(row["valid BLEU"]) - bleu[key].bleu) > 0.05:
+            raise CheckFailed(f"`ablation`, row {key}: valid BLEU {float(row['valid BLEU']):.2f}, but its "
+                              f"checkpoint measures {bleu[key].bleu:.2f}")
+    for seed in (1, 2):
+        mine, base = bleu[chosen, seed], bleu["reference", seed]
+        a, b = paired_bootstrap(mine.counts(), base.counts())
+        low, high = np.percentile(a - b, [2.5, 97.5])
+        measured = {"minus reference": (mine.bleu - base.bleu, 0.05), "low": (low, 0.1), "high": (high, 0.1)}
+        for column, (value, tolerance) in measured.items():
+            if abs(float(table.loc[(chosen, seed), column]) - value) > tolerance:
+                raise CheckFailed(f"`ablation`, row ({chosen!r}, {seed}): {column} is "
+                                  f"{float(table.loc[(chosen, seed), column]):.2f}, but its checkpoint measures "
+                                  f"{value:.2f} against the reference of seed {seed}")
+    return "each row's BLEU and the chosen rows' intervals, measured again from the checkpoints"
 
 
-ATTENTION = ("nmt_lib.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention", "nmt_lib.attention.attend",
-             "nmt_lib.attention.DotProductAttention", "torch.nn.functional.scaled_dot_product_attention")
-DECODING = ("nmt_lib.decoding.greedy_decode", "nmt_lib.decoding.greedy_decode_nocache", "nmt_lib.decoding.beam_search",
-            "nmt_lib.decoding.beam_step", "nmt_lib.evaluation.beam_trace")
 ASSIGNMENTS = {
     "A1": [Task("a sliding-window mask", ("sliding_window_mask",), check_window_mask, _hidden_window_mask),
            Task("the ALiBi bias", ("alibi_bias",), check_alibi_bias, _hidden_alibi_bias),
            Task("multi-head attention with ALiBi and a window", ("MyLocalAttention",), check_local_attention,
-                _hidden_local_attention, course=ATTENTION)],
+                _hidden_local_attention)],
     "A2": [Task("a repetition penalty", ("repetition_penalty",), check_repetition_penalty,
                 _hidden_repetition_penalty),
            Task("greedy decoding with the penalty", ("greedy_with_penalty", "repetition_penalty"),
-                check_penalised_greedy, _hidden_penalised_greedy, course=DECODING),
-           Task("the n best of beam search", ("n_best",), check_n_best, _hidden_n_best, course=DECODING)],
-    "A3": [Task("beat chapter 7's recipe", ("model",), check_beats_baseline, _hidden_beats_baseline, points=20,
-                own=False),
-           Task("the ablation table", ("ablation", "model", "chosen"), _public_ablation, _hidden_ablation, own=False)],
+                check_penalised_greedy, _hidden_penalised_greedy),
+           Task("the n best of beam search", ("n_best",), check_n_best, _hidden_n_best)],
+    "A3": [Task("beat the reference", ("chosen",), check_beats_reference, _hidden_beats_reference, points=20,
+                own=False, runs=True),
+           Task("the ablation table", ("ablation", "chosen"), _public_ablation, _hidden_ablation, own=False,
+                runs=True)],
 }
 
 
-def _resolve(dotted: str):
-    module, name = dotted.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)
-
-
 COURSE = ("nmt_lib", "torch", "d2l")  # the packages whose objects are not the student's own
-_hiding = [0]  # how deep in the submission's guarded code we are: the course is hidden while above 0
-
-
-@contextmanager
-def _course_hidden(task: Task, scopes: list):
-    """While the submission's code for `task` runs, every reference to the course's own implementations of the
-    task (in the course's modules, their defining modules and the submission's `scopes`, its globals) answers
-    with a stub that fails the task and says why; restored afterwards."""
-    _hiding[0] += 1
-    swaps = []
-    if _hiding[0] == 1:
-        originals = {dotted: _resolve(dotted) for dotted in task.course}  # every import done before any swap
-        for dotted, original in originals.items():
-            def stub(*args, _dotted=dotted, **kwargs):
-                raise CheckFailed(f"`{task.needs[0]}` uses the course's {_dotted}, which this task asks you to "
-                                  "write yourself")
-            homes = {dotted.rsplit(".", 1)[0]} | {n for n in sys.modules if n.split(".")[0] == "nmt_lib"}
-            for holder in [vars(sys.modules[n]) for n in homes if sys.modules.get(n)] + scopes:
-                for key, value in list(holder.items()):
-                    if value is original:
-                        swaps.append((holder, key, value))
-                        holder[key] = stub
-    try:
-        yield
-    finally:
-        for holder, key, value in reversed(swaps):
-            holder[key] = value
-        _hiding[0] -= 1
-
-
-def _guarded(task: Task, obj, namespace: dict):
-    """`obj` whose own code (the function, or the methods its classes define) runs with the course hidden."""
-    def guard(fn):
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            with _course_hidden(task, [namespace, fn.__globals__]):
-                return fn(*args, **kwargs)
-        return run
-    if not task.course:
-        return obj
-    if inspect.isfunction(obj):
-        return guard(obj)
-    if not isinstance(obj, type):
-        return obj
-    own = {name: guard(f) for klass in reversed(obj.__mro__) if klass.__module__.split(".")[0] not in COURSE
-           for name, f in vars(klass).items() if inspect.isfunction(f)}
-    return type(obj.__name__, (obj,), {**own, "__module__": obj.__module__, "__qualname__": obj.__qualname__})
 
 
 def _refusal(task: Task, name: str, namespace: dict):
@@ -286,9 +237,6 @@ def _refusal(task: Task, name: str, namespace: dict):
         return f"`{name}` is still None: the task is not done"
     if task.own and str(origin).split(".")[0] in COURSE:
         return f"`{name}` comes from {origin}: write your own"
-    if isinstance(obj, type) and (base := next((c for c in task.course if isinstance(k := _resolve(c), type)
-                                                and issubclass(obj, k)), None)):
-        return f"`{name}` subclasses the course's {base}: write your own"
     return None
 
 
@@ -302,6 +250,12 @@ def parts(assignment: str) -> list[tuple[str, int]]:
     """What `grade` scores for `assignment`, in its rows' order: (name, points possible)."""
     concepts = ("concept questions", CONCEPT_POINTS * len(CONCEPT_KEYS[assignment]))
     return [(task.name, task.points) for task in ASSIGNMENTS[assignment]] + [concepts]
+
+
+def grade_cells(assignment: str) -> list[str]:
+    """The nbgrader grade cell of each row `parts` lists, in order: where `make grade` writes its points."""
+    tasks = [f"{assignment}-points-{i}" for i in range(1, len(ASSIGNMENTS[assignment]) + 1)]
+    return tasks + [f"{assignment}-concepts"]
 
 
 def grade_concepts(assignment: str, namespace: dict) -> dict:
@@ -342,22 +296,21 @@ def _rows(assignment: str, refusal, objects) -> list[dict]:
     for task in ASSIGNMENTS[assignment]:
         row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
         why = next(filter(None, (refusal(task, name) for name in task.needs)), None)
-        rows.append(_score(task, objects(task), row) if why is None else {**row, "messages": [why]})
+        try:
+            objs = objects(task) if why is None else None
+        except CheckFailed as e:                 # a value that cannot cross from the sandbox
+            why = str(e)
+        rows.append(_score(task, objs, row) if why is None else {**row, "messages": [why]})
     return rows
 
 
-def grade(assignment: str, namespace: dict) -> list[dict]:
-    """One row per task: {task, points, out_of, messages}. Half the points for the public grader, half for
-    the hidden cases; a task whose names the submission does not define scores 0. The names are the
-    submission's own objects, in this process: assignment 3's way (`grade_in_sandbox` grades the others)."""
+def grade(assignment: str, namespace: dict, runs: dict | None = None) -> list[dict]:
+    """One row per task, {task, points, out_of, messages}, for a submission's names given in this process, and
+    for assignment 3 its `runs` (`find_runs`): for the tests of the graders themselves. Nothing keeps such a
+    submission from the answers; `make grade` grades in the sandbox (`grade_in_sandbox`)."""
     rows = _rows(assignment, lambda task, name: _refusal(task, name, namespace),
-                 lambda task: [_guarded(task, namespace[name], namespace) for name in task.needs])
+                 lambda task: [runs] * task.runs + [namespace[name] for name in task.needs])
     return rows + [grade_concepts(assignment, namespace)]
-
-
-# The assignments graded in the sandbox (grading/sandbox.py); assignment 3, whose answer is a trained model,
-# is graded in its own kernel by `grade`.
-APART = ("A1", "A2")
 
 
 def _refusal_apart(task: Task, name: str, box) -> str | None:
@@ -374,11 +327,14 @@ def _refusal_apart(task: Task, name: str, box) -> str | None:
 
 
 def grade_in_sandbox(assignment: str, box) -> list[dict]:
-    """`grade` for a submission run in the sandbox `box`: each of its names answers through `box.call` with
-    plain data, and the graders, here, compare. The course's own implementations are absent from the
-    sandbox, so no swapping is needed."""
+    """One row per task for a submission run in the sandbox `box`: each of its names answers through `box.call`
+    (assignment 3's `chosen` and `ablation` through `box.value`) with plain data, and the graders, here,
+    compare; assignment 3's are given the runs beside the notebook. The course's own implementations are
+    absent from the sandbox."""
+    runs = find_runs(box.notebook.parent / RUNS)      # the files handed in, not the sandbox's copy
     rows = _rows(assignment, lambda task, name: _refusal_apart(task, name, box),
-                 lambda task: [functools.partial(box.call, name) for name in task.needs])
+                 lambda task: [runs] * task.runs + [box.value(name) if task.runs else functools.partial(box.call, name)
+                                                    for name in task.needs])
     try:
         answers = box.value("my_answers")
     except Exception:                            # not defined, or not plain data: nothing to mark

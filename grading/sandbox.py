@@ -16,8 +16,9 @@ so the graders, which compare outside, never run the submission's objects.
 A course Transformer passed to a submission's function crosses as its settings and weights. An error the
 submission raised comes back as its name and message only, rebuilt here as the builtin exception of that name
 (so a grader's `learner_call` reports it as it would in-process); a kernel that gives no answer, or an answer
-that is not plain data, is `CheckFailed`. `make grade` grades assignments 1 and 2 here
-(`grading.hidden.grade_in_sandbox`); assignment 3, whose answer is a trained model, still in its own kernel.
+that is not plain data, is `CheckFailed`; a pandas table crosses as its index and columns. `make grade` grades
+every assignment here (`grading.hidden.grade_in_sandbox`); assignment 3's runs come in as a copy (`carry`), and
+its graders read the checkpoints the student handed in, outside.
 """
 import ast
 import os
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import nbformat
 import torch
+from jupyter_core.utils import run_sync
 from torch import nn
 
 from nmt_lib.checks import CheckFailed
@@ -84,6 +86,11 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
             return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else [plain(v) for v in value]
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
+        if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+            return value.item()                          # a numpy number: a Python one
+        if type(value).__name__ == "DataFrame":          # a table: its index and columns, as lists
+            return {"__table__": {"index": plain(list(value.index)), "names": list(value.index.names),
+                                  "columns": {str(c): plain(value[c].tolist()) for c in value.columns}}}
         return value
 
     req = torch.load(request, weights_only=True)
@@ -149,35 +156,46 @@ def course_copy(assignment: str, folder: Path) -> Path:
     return folder
 
 
+# What a cell that outruns the timeout leaves: the kernel is interrupted (nbclient's timeout fires only with an
+# asynchronous kernel manager), the cell reads as this error, and the next cell runs.
+TIMED_OUT = {"ename": "CellTimeoutError", "evalue": "stopped: it ran past the timeout", "traceback": []}
+
+
 class Sandbox:
     """The submission's notebook run, cell after cell, in a kernel inside a copy of the course (see the module's
     docstring); `call` then asks it for one of its names' results on plain arguments. One kernel serves every
     call, so a submission that breaks its own kernel only fails its own later calls."""
 
-    def __init__(self, assignment: str, notebook: Path, *, timeout: int = 600):
+    def __init__(self, assignment: str, notebook: Path, *, timeout: int = 600, carry=()):
         self.assignment, self.notebook, self.timeout = assignment, Path(notebook), timeout
+        self.carry = carry                                # folders beside the notebook that its cells read
         self.errors = []                                  # the first line of each error the cells raised
 
     def __enter__(self):
-        from jupyter_client.manager import KernelManager
+        from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
 
         self._work = tempfile.TemporaryDirectory(prefix="nmt-sandbox-")
         self.folder = course_copy(self.assignment, Path(self._work.name))
+        for folder in self.carry:                         # a copy: the graders read the originals
+            if (self.notebook.parent / folder).is_dir():
+                shutil.copytree(self.notebook.parent / folder, self.folder / folder)
         nb = nbformat.read(self.notebook, as_version=4)
         # the public check cells are the student's feedback; the graders run them here, outside
         code = [c for c in nb.cells if c.cell_type == "code" and "run_check(" not in c.source]
         self._nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PRELUDE.format(box=str(self.folder)))]
                                             + code + [nbformat.v4.new_code_cell(PROBE)])
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel"))
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel"))
         self._client = NotebookClient(self._nb, km=km, timeout=self.timeout, allow_errors=True,
-                                      interrupt_on_timeout=True, resources={"metadata": {"path": str(self.folder)}})
+                                      interrupt_on_timeout=True, error_on_timeout=TIMED_OUT,
+                                      resources={"metadata": {"path": str(self.folder)}})
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}      # the repository stays off the path
         self._kernel = self._client.setup_kernel(cwd=str(self.folder), env=env)
         self._kernel.__enter__()
         for index, cell in enumerate(self._nb.cells):
             self._client.execute_cell(cell, index)
-            self.errors += [f"cell {index}: {o.get('ename')}: {((o.get('evalue') or '').splitlines() or [''])[0]}"
+            self.errors += [f"cell {index}: stopped after {self.timeout} s" if o.get("ename") == "KeyboardInterrupt"
+                            else f"cell {index}: {o.get('ename')}: {((o.get('evalue') or '').splitlines() or [''])[0]}"
                             for o in cell.outputs if o.get("output_type") == "error"]
         self._calls = 0
         return self
@@ -185,7 +203,7 @@ class Sandbox:
     def __exit__(self, *exc):
         try:
             self._kernel.__exit__(*exc)
-            self._client.km.shutdown_kernel(now=True)
+            run_sync(self._client.km.shutdown_kernel)(now=True)
         finally:
             self._work.cleanup()
 
@@ -226,7 +244,10 @@ class Sandbox:
                               "strings, lists, dicts)") from None
         if "error" in result:
             raise raised(result["error"], result["message"], result.get("line", ""))
-        return received(self, result["value"])
+        try:
+            return received(self, result["value"])
+        except Exception as e:                            # a table that is not one: a forged or broken value
+            raise CheckFailed(f"`{name}` came back as something that is not what it claims ({e})") from None
 
 
 class Remote(nn.Module):
@@ -293,6 +314,12 @@ def received(box: Sandbox, value):
     """An answer with each handle to an object in the submission's kernel made a `Remote`."""
     if isinstance(value, dict) and set(value) == {"__object__"}:
         return Remote(box, value["__object__"])
+    if isinstance(value, dict) and set(value) == {"__table__"}:
+        import pandas as pd
+        table = value["__table__"]
+        index = (pd.MultiIndex.from_tuples(table["index"], names=table["names"]) if len(table["names"]) > 1
+                 else pd.Index(table["index"], name=table["names"][0]))
+        return pd.DataFrame(table["columns"], index=index)
     if isinstance(value, (list, tuple)):
         return type(value)(received(box, v) for v in value)
     if isinstance(value, dict):

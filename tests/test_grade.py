@@ -2,6 +2,7 @@
 `make student` writes an edition without solutions that still runs."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,6 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT))                             # grading/ is a folder of the repository, not a package
 from grading.hidden import grade  # noqa: E402
 import torch  # noqa: E402
-from nmt_lib.multihead import MultiHeadAttention  # noqa: E402
 import student_edition  # noqa: E402
 
 ANSWERS = ROOT / "solutions" / "assignments"
@@ -105,14 +105,15 @@ def test_the_public_graders_name_the_usual_mistakes():
     assert rows[2]["messages"][0] == "public: ALiBi, window 3: the output is chapter 5's attention: the bias was not added"
 
 
-def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing():
+def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                           # no runs/a3/ here: A3's template finds none
     for assignment, notebook in [("A1", "A1_attention.ipynb"), ("A2", "A2_transformer.ipynb")]:
         assert [r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))] == [10, 10, 10, 8]
         template = grade(assignment, namespace_of(ROOT / "assignments" / notebook))
         assert [r["points"] for r in template] == [0, 0, 0, 0]
         assert all("NotImplementedError" in r["messages"][0] for r in template[:3])
-    a3 = grade("A3", namespace_of(ROOT / "assignments" / "A3_training.ipynb"))
-    assert [r["messages"] for r in a3] == [["`model` is still None: the task is not done"],
+    a3 = grade("A3", namespace_of(ROOT / "assignments" / "A3_training.ipynb"), runs={})
+    assert [r["messages"] for r in a3] == [["`chosen` is still None: the task is not done"],
                                             ["`ablation` is still None: the task is not done"],
                                             ["0 of 4 right; not right: 1, 2, 3, 4"]]
 
@@ -138,52 +139,6 @@ def test_an_assignment_s_concept_check_says_nothing_of_which_answers_are_right_a
     assert marks == [8, 0, 0, 0]
 
 
-SDPA_ATTENTION = """
-import torch.nn.functional as F
-
-
-class MyLocalAttention(nn.Module):      # right, with PyTorch's attention given the bias as a float mask
-    def __init__(self, d_model, n_heads, window=None, alibi=True):
-        super().__init__()
-        self.n_heads, self.window, self.alibi = n_heads, window, alibi
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
-
-    def forward(self, x, mask=None):
-        B, T, D = x.shape
-        q, k, v = (W(x).view(B, T, self.n_heads, -1).transpose(1, 2) for W in (self.W_q, self.W_k, self.W_v))
-        allowed = torch.ones(T, T, dtype=torch.bool) if mask is None else mask
-        allowed = allowed.unsqueeze(1) if allowed.dim() == 3 else allowed
-        if self.window is not None:
-            allowed = allowed & sliding_window_mask(T, T, self.window)
-        bias = alibi_bias(self.n_heads, T, T) * self.alibi
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~allowed, float("-inf")))
-        return self.W_o(out.transpose(1, 2).reshape(B, T, D))
-"""
-
-
-def test_a_wrapper_or_an_empty_subclass_of_the_course_s_code_scores_zero_and_says_why():
-    import nmt_lib.decoding as decoding
-    a1 = namespace_of(ANSWERS / "A1_attention.ipynb")
-    a2 = namespace_of(ANSWERS / "A2_transformer.ipynb")
-
-    exec(SDPA_ATTENTION, a1)
-    a2 |= {"decoding": decoding}
-    exec("def n_best(model, src, src_len, *, beam_size, n, alpha, **ids):\n"    # the course's search, wrapped
-         "    best = decoding.beam_search(model, src, src_len, beam_size=beam_size, alpha=alpha, **ids).tokens\n"
-         "    return [[(tokens, 0.0)] for tokens in best]", a2)
-    subclass = grade("A1", {**a1, "MyLocalAttention": type("Mine", (MultiHeadAttention,), {})})
-    rows = grade("A1", a1) + grade("A2", a2)
-    assert [r["points"] for r in rows] == [10, 10, 0, 8, 10, 10, 0, 8]
-    assert rows[2]["messages"][0] == ("public: `MyLocalAttention` uses the course's "
-                                      "torch.nn.functional.scaled_dot_product_attention, which this task asks you to "
-                                      "write yourself")
-    assert subclass[2]["messages"] == ["`MyLocalAttention` subclasses the course's "
-                                       "nmt_lib.multihead.MultiHeadAttention: write your own"]
-    assert "uses the course's nmt_lib.decoding.beam_search" in rows[6]["messages"][0]
-    assert decoding.beam_search.__module__ == "nmt_lib.decoding"                        # all restored
-    assert torch.nn.functional.scaled_dot_product_attention.__module__ != "grading.hidden"
-
-
 def test_the_released_assignments_hold_none_of_the_model_answers():
     """Every line inside a source's solution regions, every written model answer and every teacher-only cell
     is absent from the notebook `make release` wrote (a region without its markers would show)."""
@@ -201,24 +156,6 @@ def test_the_released_assignments_hold_none_of_the_model_answers():
         secret = [line.strip() for line in secret if len(line.strip()) > 12]
         assert len(secret) > 20, source.name
         assert [line for line in secret if line in shown] == [], source.name
-
-
-def test_assignment_3_s_hidden_test_recomputes_the_chosen_row_of_the_table():
-    """Chapter 7's own model handed in: it does not beat itself, and its row's interval must be the bootstrap's
-    (0 to 0 against itself), not typed in."""
-    import pandas as pd
-    from nmt_lib.checks.assignments import model_bleu
-    from nmt_lib.recipes import chapter_data, train_transformer
-    model, _ = train_transformer(chapter_data(), quiet=True)
-    rows = grade("A3", {"model": model, "ablation": None, "chosen": "recipe"})
-    assert rows[0]["points"] == 0 and "and the target is" in rows[0]["messages"][0]
-    bleu = model_bleu(model, "valid").bleu
-    table = pd.DataFrame({"valid BLEU": [bleu, bleu - 1, bleu + 1], "minus baseline": [0.0, -1.0, 1.0],
-                          "low": [0.0, -2.0, -0.5], "high": [0.0, 0.5, 2.0]}, index=["recipe", "a", "b"])
-    assert grade("A3", {"model": model, "ablation": table, "chosen": "recipe"})[1]["points"] == 10
-    table.loc["recipe", ["low", "high"]] = [-1.0, 1.0]
-    row = grade("A3", {"model": model, "ablation": table, "chosen": "recipe"})[1]
-    assert row["points"] == 5 and row["messages"][1].startswith("hidden: `ablation`, row 'recipe': low is -1.00, but"), row
 
 
 def test_the_student_edition_leaves_out_the_solutions_and_keeps_nothing_that_points_to_them(tmp_path):
@@ -251,29 +188,6 @@ def test_the_student_edition_runs_its_own_nbval(tmp_path):
                          cwd=dest, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:]
     assert " passed" in out.stdout.strip().splitlines()[-1]
-
-
-def test_a_folder_is_graded_into_one_csv_row_per_submission_and_a_stuck_one_is_stopped(tmp_path):
-    import csv
-    import shutil
-    folder = tmp_path / "class"
-    (folder / "alice").mkdir(parents=True)
-    shutil.copy(ANSWERS / "A1_attention.ipynb", folder / "alice" / "A1.ipynb")
-    stuck = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": "stuck", "metadata": {}, "execution_count": None, "outputs": [],
-         "source": "import time\ntime.sleep(600)"}]}
-    (folder / "bob.ipynb").write_text(json.dumps(stuck))
-    out = tmp_path / "grades.csv"
-    run = subprocess.run([sys.executable, "tools/grade.py", "A1", str(folder), "--csv", str(out), "--jobs", "2",
-                          "--limit", "12"], cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    rows = {r["submission"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
-    assert set(rows) == {"alice/A1.ipynb", "bob.ipynb"}
-    alice, bob = rows["alice/A1.ipynb"], rows["bob.ipynb"]
-    assert (alice["status"], float(alice["points"]), alice["out of"]) == ("graded", 38.0, "38")
-    assert alice["a sliding-window mask: messages"].startswith("public: sliding-window mask: right in all")
-    assert bob["status"] == "not graded: stopped after 12 s (--limit)" and float(bob["points"]) == 0
-    assert "2 submissions" in run.stdout and "bob.ipynb: not graded" in run.stdout
 
 
 NBEST = """
@@ -355,7 +269,161 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
     assert row["points"] == 0 and "MultiHeadAttention is withheld" in row["messages"][0], row
 
 
-def test_assignment_3_s_template_is_graded_in_its_own_kernel_and_scores_nothing():
-    out = make_grade("ASSIGNMENT=A3", f"SUBMISSION={ROOT / 'assignments' / 'A3_training.ipynb'}")
-    assert out.returncode == 0, out.stderr
-    assert total(out.stdout) == 0 and "`model` is still None: the task is not done" in out.stdout
+@pytest.mark.slow
+def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_path):
+    """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader, graded in the sandbox,
+    one written answer graded by hand (as formgrader would), feedback, and nbgrader's export. Bob's window
+    is wrong, and his attention uses it; Carol's ALiBi cell never ends, and is stopped."""
+    import csv
+    from nbgrader.api import Gradebook
+    answer = json.loads((ANSWERS / "A1_attention.ipynb").read_text())
+    wrong, stuck = json.loads(json.dumps(answer)), json.loads(json.dumps(answer))
+    cell = next(c for c in wrong["cells"] if "def sliding_window_mask" in "".join(c["source"]))
+    cell["source"] = ("def sliding_window_mask(num_queries, num_keys, window):\n"      # |p - j| < window
+                      "    p = torch.arange(num_keys - num_queries, num_keys)[:, None]\n"
+                      "    return (p - torch.arange(num_keys)).abs() < window\n")
+    cell = next(c for c in stuck["cells"] if "def alibi_bias" in "".join(c["source"]))
+    cell["source"] = "import time\ntime.sleep(600)\n"
+    for student, nb in (("alice", answer), ("bob", wrong), ("carol", stuck)):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        (tmp_path / "class" / student / "A1_attention.ipynb").write_text(json.dumps(nb))
+    course, out = tmp_path / "course", tmp_path / "grades.csv"
+    grading = [sys.executable, "tools/grade.py", "A1", str(tmp_path / "class"), "--course", str(course),
+               "--csv", str(out), "--jobs", "2", "--timeout", "4", "--limit", "60"]
+    run = subprocess.run(grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:                   # the teacher, in formgrader
+        gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4
+        gb.db.commit()
+    export = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--exporter=grading.export.TaskCsv",
+                             f"--to={out}"], cwd=course, env={**make_env(), "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    rows = {r["student"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    points = {s: [float(r[c]) for c in r if c.startswith("A1-points") or c == "A1-concepts"] for s, r in rows.items()}
+    assert points == {"alice": [10, 10, 10, 8], "bob": [0, 10, 0, 8], "carol": [10, 0, 0, 8]}, points
+    assert float(rows["bob"]["A1-written-1"]) == 4 and rows["alice"]["status"] == "needs manual grading"
+    assert rows["alice"]["out of"] == "58.0"
+    feedback = (course / "feedback" / "bob" / "A1" / "A1_attention.html").read_text()
+    assert "a query sees" in feedback                             # the grader's sentence, as the cell's comment
+
+
+@pytest.fixture(scope="module")
+def a3_runs(tmp_path_factory):
+    """A made-up hand-in for assignment 3, on quick mode's data: the reference (trained 3 s), a setting trained
+    three times as long, and settings that only change a number; a second seed is a copy with its seed
+    changed (its figures are then its first seed's)."""
+    from nmt_lib.checks.assignments import REFERENCE
+    from nmt_lib.run.cli import main as nmt
+    folder = tmp_path_factory.mktemp("a3") / "runs" / "a3"
+    options = REFERENCE.replace("40000", "6000").split() + ["--progress", "none"]
+    for name, minutes, change in (("reference", "0.05", []), ("longer", "0.15", ["--warmup", "40"])):
+        out = folder / f"{name}.seed1.pt"
+        assert nmt(["train", "--out", str(out), *options, *change, "--time-limit", minutes]) == 0
+    for i, (name, source, setting, noise) in enumerate((
+            ("reference", "reference", {}, 1e-4), ("longer", "longer", {}, 1e-4),
+            ("clip", "reference", {"clip": 0.5}, 0.05), ("smooth", "reference", {"label_smoothing": 0.2}, 0.05))):
+        for seed in (1, 2):
+            if (folder / f"{name}.seed{seed}.pt").exists():
+                continue
+            payload = torch.load(folder / f"{source}.seed1.pt", weights_only=True)
+            payload["train"].update(setting, seed=seed)
+            gen = torch.Generator().manual_seed(10 * i + seed)         # weights of its own: a little noise
+            for value in payload["state_dict"].values():
+                if value.is_floating_point():
+                    value.add_(noise * torch.randn(value.shape, generator=gen))
+            torch.save(payload, folder / f"{name}.seed{seed}.pt")
+    return folder
+
+
+def edited(folder, tmp_path, name, change):
+    """A copy of the hand-in `folder` with `change(payload)` applied to run `name`'s checkpoint."""
+    import shutil
+    copy = tmp_path / "runs" / "a3"
+    shutil.copytree(folder, copy)
+    payload = torch.load(copy / f"{name}.pt", weights_only=True)
+    payload["path"] = str(copy / f"{name.split('.')[0]}.seed1.pt")      # for a change that reads a sibling
+    change(payload)
+    payload.pop("path")
+    torch.save(payload, copy / f"{name}.pt")
+    return copy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, change, says", [
+    ("longer.seed2", lambda p: p["progress"].update(seconds=700.0), "longer.seed2 trained 700 s: the budget is 630 s"),
+    ("clip.seed1", lambda p: p["progress"]["sessions"][0].update(machine="Intel Xeon, 8 cores, 2 threads"),
+     "the runs were trained on 2 machines"),
+    ("reference.seed2", lambda p: p["progress"]["sessions"][0].update(machine="AMD EPYC, 2 cores, 8 threads"),
+     "every session runs on the CPU with --threads 2"),
+    ("reference.seed2", lambda p: p["train"].update(lr_factor=0.5),
+     "reference.seed2: its train settings lr_factor differ from the reference command's"),
+    ("longer.seed2", lambda p: p["config"].update(dropout=0.0),
+     "longer.seed2: its config settings dropout differ from its seed 1's"),
+    ("smooth.seed1", lambda p: p["tgt_vocab"].reverse(), "smooth.seed1 was trained on other data"),
+    ("smooth.seed1", lambda p: p["data"].update(test_frac=0.01), "smooth.seed1 was trained on other data"),
+    ("clip.seed2", lambda p: p["train"].update(seed=1), "clip.seed2 was trained with --seed 1"),
+    ("clip.seed2", lambda p: p.update(state_dict=torch.load(p["path"], weights_only=True)["state_dict"]),
+     "clip.seed2 holds the same weights as clip.seed1"),
+    ("longer.seed2", lambda p: p["progress"]["sessions"].append(dict(p["progress"]["sessions"][0], seconds=650.0)),
+     "longer.seed2 trained 6"),
+])
+def test_assignment_3_s_runs_are_checked_against_its_rules(a3_runs, tmp_path, name, change, says):
+    from nmt_lib.checks import CheckFailed, check_runs
+    from nmt_lib.checks.assignments import find_runs
+    assert check_runs(find_runs(a3_runs), "longer") == "8 runs, each within the rules"
+    with pytest.raises(CheckFailed, match=re.escape(says)):
+        check_runs(find_runs(edited(a3_runs, tmp_path, name, change)), "longer")
+
+
+@pytest.mark.slow
+def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(a3_runs):
+    import numpy as np
+    import pandas as pd
+    from nmt_lib.checks.assignments import find_runs, runs_bleu
+    from nmt_lib.metrics import paired_bootstrap
+    runs = find_runs(a3_runs)
+    valid = runs_bleu(runs, "valid")
+
+    def row(name, seed):
+        mine, base = valid[name, seed], valid["reference", seed]
+        a, b = paired_bootstrap(mine.counts(), base.counts())
+        low, high = np.percentile(a - b, [2.5, 97.5])
+        return [mine.bleu, mine.bleu - base.bleu, low, high]
+    keys = [key for key in runs if key[0] != "reference"]
+    table = pd.DataFrame([row(*key) for key in keys], index=pd.MultiIndex.from_tuples(keys, names=["setting", "seed"]),
+                         columns=["valid BLEU", "minus reference", "low", "high"])
+    rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
+    assert [r["points"] for r in rows[:2]] == [20, 10], rows
+    table.loc[("longer", 2), ["low", "high"]] = [-50.0, 50.0]
+    rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
+    assert rows[1]["points"] == 5 and "row ('longer', 2): low is -50.00, but its checkpoint measures" in \
+        rows[1]["messages"][1], rows[1]
+    rows = grade("A3", {"chosen": "clip", "ablation": table, "my_answers": {}}, runs)
+    assert rows[0]["points"] == 0 and "clip: valid BLEU" in rows[0]["messages"][0], rows[0]
+
+
+@pytest.mark.slow
+def test_assignment_3_s_answers_cross_from_the_sandbox_as_plain_data_and_its_template_scores_nothing(a3_runs):
+    """The model answer's two tasks, choosing `longer`, handed in with the runs beside the notebook: its
+    `chosen` and its table come back from the sandbox and score full marks; the template scores nothing."""
+    import shutil
+    from grading.hidden import grade_in_sandbox
+    from grading.sandbox import Sandbox
+    answer = json.loads((ANSWERS / "A3_training.ipynb").read_text())
+    code = ["".join(c["source"]) for c in answer["cells"] if c["cell_type"] == "code"
+            and "teacher-only" not in c["metadata"].get("tags", [])]
+    code = [c.replace('"warmdown"', '"longer"') for c in code if "%matplotlib" not in c]
+    folder = a3_runs.parent.parent
+    for name, cells in (("mine.ipynb", code), ("template.ipynb", None)):
+        notebook = folder / name
+        if cells is None:
+            shutil.copy(ROOT / "assignments" / "A3_training.ipynb", notebook)
+        else:
+            notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+                {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [],
+                 "source": source} for i, source in enumerate(cells)]}))
+        with Sandbox("A3", notebook, timeout=120, carry=("runs/a3",)) as box:
+            rows = grade_in_sandbox("A3", box)
+        points = [r["points"] for r in rows[:2]]
+        assert points == ([20, 10] if cells else [0, 0]), rows

@@ -1,25 +1,32 @@
 #!/usr/bin/env python3
-"""Grade a student's assignment notebook: run it, then score each task with the public grader and the hidden
-tests (grading/hidden.py), and print a score per task with the graders' messages.
+"""Grade assignments: a class with nbgrader (collect, autograde, feedback, export), its points for each coded task
+and the concept questions from the grading sandbox; or one notebook, its points printed.
 
-    python tools/grade.py A1 path/to/submission.ipynb          # or: make grade ASSIGNMENT=A1 SUBMISSION=...
-    python tools/grade.py A1 submission.ipynb --json scores.json
-    python tools/grade.py A1 path/to/class/ --csv grades.csv   # every notebook under the folder
+    python tools/grade.py A1 path/to/class/        # or: make grade ASSIGNMENT=A1 SUBMISSIONS=path/to/class/
+    python tools/grade.py A1 --course COURSE       # what COURSE/submitted/ holds (after nbgrader zip_collect)
+    python tools/grade.py A1 submission.ipynb      # one notebook: make grade ASSIGNMENT=A1 SUBMISSION=...
 
-A folder is graded a few submissions at a time (`--jobs`, the CPU count by default, the cores shared out as
-threads), each stopped after `--limit` seconds; one CSV row per submission, then a summary.
+A class folder holds one folder per student, named by the student's id, with the notebook (and for assignment
+3 its runs/a3/ beside it). They are copied into an nbgrader course folder (course/ beside the class folder, or
+--course), where `nbgrader autograde` runs each notebook and formgrader shows the written answers to grade by
+hand. Each submission is also graded in the sandbox, a few at a time (`--jobs`, the cores shared out as
+threads), each stopped after `--limit` seconds; its points go into the gradebook as each task cell's score,
+the graders' sentences as comments. Then `nbgrader generate_feedback` and `nbgrader export` (one CSV row per
+student with each graded cell's points: grading/export.py). After grading the written answers in
+formgrader, export again: `nbgrader export --exporter=grading.export.TaskCsv --to grades.csv` in the course
+folder, with this repository on PYTHONPATH.
 
-The submission runs cell after cell; a cell that raises does not stop the others (its task then scores what the
-names it defined earn). Assignments 1 and 2 run in the grading sandbox (grading/sandbox.py), apart from the
-answers, and are graded from this process; assignment 3 runs in its own kernel, where one appended cell grades
-it and prints the rows as JSON on one marked line. Exit status 0 once graded, whatever the score; 2 for a usage
+The submission runs cell after cell in the grading sandbox (grading/sandbox.py), apart from the answers; a cell
+that raises does not stop the others (its task then scores what the names it defined earn). The graders compare
+in this process. Assignment 3 is graded from the runs handed in beside the notebook (runs/a3/): its checkpoints
+are translated, and nothing is trained. Exit status 0 once graded, whatever the score; 2 for a usage
 error (an unknown assignment, a file that is not a notebook).
 """
 import argparse
-import csv
+import atexit
 import json
 import os
-import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,62 +34,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import release  # noqa: E402  (tools/, beside this script)
+
 ROOT = Path(__file__).resolve().parent.parent
 def run_submission(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
-    """The graded rows, and the errors the submission's own cells raised (first line of each). Assignments 1 and
-    2 run in the sandbox (grading/sandbox.py), apart from the answers and the graders, which compare here."""
-    from grading.hidden import APART, grade_in_sandbox
-    if assignment in APART:
-        from grading.sandbox import Sandbox
-        with Sandbox(assignment, path, timeout=timeout) as box:
-            return grade_in_sandbox(assignment, box), box.errors
-    return run_in_its_kernel(assignment, path, timeout)
-
-
-def run_in_its_kernel(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
-    """Assignment 3: the submission run in its own kernel, and graded there by a cell appended to it (its model
-    is a trained Transformer, read where it was trained). The rows are read from that cell's output only, marked
-    with a token drawn for this run; a submission written to cheat could tamper with the graders there."""
-    import nbformat
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
-
-    nb = nbformat.read(path, as_version=4)
-    mark = f"NMT-GRADE-{secrets.token_hex(8)} "
-    grading = (f"import sys, json\nsys.path.insert(0, {str(ROOT)!r})\nfrom grading.hidden import grade\n"
-               f"print({mark!r} + json.dumps(grade({assignment!r}, globals())))")
-    nb.cells.append(nbformat.v4.new_code_cell(grading))
-    with tempfile.TemporaryDirectory(prefix="nmt-grade-") as work:
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(work) / ".kernel"))
-        client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                interrupt_on_timeout=True, resources={"metadata": {"path": work}})
-        try:
-            client.execute()
-        except DeadKernelError:
-            raise SystemExit("grade: the submission's kernel died (out of memory?); nothing was graded") from None
-        finally:
-            if km.has_kernel:
-                km.shutdown_kernel(now=True)
-    errors, rows = [], None
-    for i, cell in enumerate(nb.cells[:-1]):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                errors.append(f"cell {i + 1}: {out.get('ename')}: {((out.get('evalue') or '').splitlines() or [''])[0]}")
-    for out in nb.cells[-1].get("outputs", []):
-        for line in (out.get("text", "") if out.get("output_type") == "stream" else "").splitlines():
-            if line.startswith(mark):
-                rows = json.loads(line[len(mark):])
-    if rows is None:
-        raise SystemExit(f"grade: the grading cell did not run to the end; the submission's errors: {errors}")
-    return rows, errors
+    """The graded rows, and the errors the submission's own cells raised (first line of each). The submission runs
+    in the sandbox (grading/sandbox.py), apart from the answers and the graders, which compare here; assignment
+    3's graders read the checkpoints in runs/a3/ beside the notebook."""
+    import pandas  # noqa: F401  (the graders' modules, imported before any submission runs)
+    from grading.hidden import grade_in_sandbox
+    from grading.sandbox import Sandbox
+    from nmt_lib import decoding, metrics, recipes  # noqa: F401
+    from nmt_lib.checks.assignments import RUNS
+    from nmt_lib.run import checkpoint  # noqa: F401
+    with Sandbox(assignment, path, timeout=timeout, carry=(RUNS,) if assignment == "A3" else ()) as box:
+        return grade_in_sandbox(assignment, box), box.errors
 
 
 def report(assignment: str, path: Path, rows: list[dict], errors: list[str]) -> str:
     total, out_of = sum(r["points"] for r in rows), sum(r["out_of"] for r in rows)
     lines = [f"{assignment}, {path.name}: {total:g} / {out_of:g} points"]
-    if os.environ.get("NMT_QUICK", "") not in ("", "0"):
-        lines.append("  (graded in quick mode, NMT_QUICK set: assignment 3's BLEU bar is meant for learner mode)")
     for r in rows:
         lines.append(f"  {r['task']}: {r['points']:g} / {r['out_of']:g}")
         lines += [f"    {m}" for m in r["messages"]]
@@ -91,12 +62,14 @@ def report(assignment: str, path: Path, rows: list[dict], errors: list[str]) -> 
     return "\n".join(lines)
 
 
-def grade_apart(assignment: str, path: Path, threads: int, limit: int) -> dict:
-    """One submission graded by this script in a process of its own, with `threads` threads and `limit` seconds."""
-    env = {**os.environ, "NMT_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+def grade_apart(assignment: str, path: Path, threads: int, limit: int, timeout: int) -> dict:
+    """One submission graded by this script in a process of its own, with `threads` threads, `limit` seconds in
+    all and `timeout` seconds a cell."""
+    env = {**os.environ, "NMT_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "PYTHONPYCACHEPREFIX": PYCACHE}
     with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
         scores = Path(tmp) / "scores.json"
-        proc = subprocess.Popen([sys.executable, __file__, assignment, str(path), "--json", str(scores)], env=env,
+        proc = subprocess.Popen([sys.executable, __file__, assignment, str(path), "--json", str(scores),
+                             "--timeout", str(timeout)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             _, err = proc.communicate(timeout=limit)
@@ -111,39 +84,129 @@ def grade_apart(assignment: str, path: Path, threads: int, limit: int) -> dict:
         return {"status": "graded", **json.loads(scores.read_text())}
 
 
-def grade_class(assignment: str, folder: Path, out: Path, jobs: int, limit: int) -> str:
-    """Grade every notebook under `folder`, `jobs` at a time; write one CSV row per submission to `out` and
-    return the summary."""
-    from grading.hidden import parts
-    notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    if not notebooks:
-        raise SystemExit(f"grade: no .ipynb under {folder}")
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+# ---- a class: nbgrader's course folder, its autograde and feedback, the sandbox's points, nbgrader's export ----
+SOURCES = ROOT / "solutions" / "assignments"
+# The grading processes read and write compiled modules here, not in the repository's __pycache__ folders, where
+# a submission's kernel could leave a forged one for them to load.
+PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or tempfile.mkdtemp(prefix="nmt-grade-pycache-")
+if "PYTHONPYCACHEPREFIX" not in os.environ:                 # this process made it: it removes it
+    atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
+CONFIG = '''c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.db_url = "sqlite:///{root}/gradebook.db"
+c.Execute.timeout = {timeout}
+'''
+
+
+def nbgrader(course: Path, *args: str):
+    """One nbgrader command in the course folder `course`; its failure stops the grading, with its message."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "PYTHONPYCACHEPREFIX": PYCACHE,          # compiled modules where a submission does not look
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # its alembic
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
+                         text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"grade: nbgrader {args[0]} failed:\n{run.stderr[-3000:]}")
+    return run
+
+
+def set_up(assignment: str, course: Path, timeout: int) -> str:
+    """`course` made an nbgrader course folder with the assignment's source (the model answer) in its gradebook;
+    returns the notebook's name."""
+    source = next(SOURCES.glob(f"{assignment}_*.ipynb"))
+    (course / "source" / assignment).mkdir(parents=True, exist_ok=True)
+    (course / "source" / assignment / source.name).write_bytes(source.read_bytes())
+    (course / "nbgrader_config.py").write_text(CONFIG.format(root=str(course.resolve()), timeout=timeout)
+                                               + release.CONFIG)
+    nbgrader(course, "generate_assignment", assignment, "--force")
+    return source.name
+
+
+def link_or_copy(src: str, dst: str):
+    """A hard link to `src` at `dst`, or a copy where the two are on different file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def collect(assignment: str, name: str, submissions: Path, course: Path) -> list[str]:
+    """Each student's folder in `submissions` (a notebook, and for A3 the runs beside it) copied where nbgrader's
+    `collect` leaves it, submitted/STUDENT/ASSIGNMENT/, and the student added to the gradebook; returns the
+    students. A folder with no notebook, or several, is named and left out."""
+    from nbgrader.api import Gradebook
+    from nmt_lib.checks.assignments import RUNS
+
+    students = []
+    for folder in sorted(p for p in submissions.iterdir() if p.is_dir()):
+        found = [p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+        if len(found) != 1:
+            print(f"grade: {folder.name}: {len(found)} notebooks, not one: left out")
+            continue
+        dest = course / "submitted" / folder.name / assignment
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        shutil.copyfile(found[0], dest / name)
+        if (found[0].parent / RUNS).is_dir():             # hard links where it can: checkpoints are large
+            shutil.copytree(found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy)
+        students.append(folder.name)
+    with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+    return students
+
+
+def record(assignment: str, name: str, course: Path, student: str, result: dict):
+    """The sandbox's points for each task into the student's gradebook (as the grade cell's automatic score,
+    which formgrader shows and a manual grade overrides), the graders' sentences as the comment on the
+    answer cell before it; 0 for every task when the submission could not be graded."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from grading.hidden import grade_cells
+
+    nb = json.loads((course / "source" / assignment / name).read_text(encoding="utf-8"))
+    answer_before, last = {}, None
+    for cell in nb["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        last = meta["grade_id"] if meta.get("solution") else last
+        answer_before[meta.get("grade_id")] = meta["grade_id"] if meta.get("solution") else last
+    rows = result["rows"] or [None] * len(grade_cells(assignment))
+    with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
+        for cell, row in zip(grade_cells(assignment), rows):
+            grade = gb.find_grade(cell, Path(name).stem, assignment, student)
+            grade.auto_score, grade.needs_manual_grade = (row["points"] if row else 0.0), False
+            try:
+                comment = gb.find_comment(answer_before[cell], Path(name).stem, assignment, student)
+                comment.auto_comment = " ".join(row["messages"]) if row else result["status"]
+            except (MissingEntry, KeyError):
+                pass
+        gb.db.commit()
+
+
+def grade_course(assignment: str, course: Path, submissions: Path | None, out: Path, jobs: int, limit: int,
+                 timeout: int) -> str:
+    """A class graded: nbgrader's collect (from `submissions`, else what submitted/ holds) and autograde, the
+    sandbox's points for each submission (`jobs` at a time, each stopped after `limit` seconds) written into
+    the gradebook, nbgrader's feedback, and one CSV row per student from nbgrader's export."""
     start = time.perf_counter()
+    name = set_up(assignment, course, timeout)
+    if submissions is not None:
+        collect(assignment, name, submissions, course)
+    students = sorted(p.parent.parent.name for p in course.glob(f"submitted/*/{assignment}/{name}"))
+    if not students:
+        raise SystemExit(f"grade: no submission of {assignment} in {course / 'submitted'}")
+    nbgrader(course, "autograde", assignment, "--force")
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    paths = [course / "submitted" / s / assignment / name for s in students]
     with ThreadPoolExecutor(jobs) as pool:
-        results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit), notebooks))
-    seconds = time.perf_counter() - start
-    tasks, possible = zip(*parts(assignment))
-    out_of = sum(possible)
-    points = [sum(row["points"] for row in r["rows"]) for r in results]
-    not_run = {"points": 0, "messages": []}  # a task of a submission that was not graded
-    with open(out.with_suffix(".tmp"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", "status", "points", "out of"]
-                        + [c for t in tasks for c in (f"{t}: points", f"{t}: messages")] + ["cells that raised"])
-        for path, r, total in zip(notebooks, results, points):
-            by_task = {row["task"]: row for row in r["rows"]}
-            cells = [c for t in tasks for row in [by_task.get(t, not_run)]
-                     for c in (row["points"], " | ".join(row["messages"]))]
-            writer.writerow([str(path.relative_to(folder)), r["status"], total, out_of, *cells, "; ".join(r["errors"])])
-    out.with_suffix(".tmp").replace(out)
-    totals = [total for r, total in zip(results, points) if r["status"] == "graded"]
-    lines = [f"{assignment}: {len(notebooks)} submissions in {seconds:.0f} s ({jobs} at a time, {threads} "
-             f"thread{'s' * (threads > 1)} each); wrote {out}"]
-    if totals:
-        lines.append(f"  graded {len(totals)}: points out of {out_of:g}: mean {sum(totals) / len(totals):.1f}, "
-                     f"lowest {min(totals):g}, highest {max(totals):g}; full marks {totals.count(out_of)}")
-    lines += [f"  {p.relative_to(folder)}: {r['status']}" for p, r in zip(notebooks, results) if r["status"] != "graded"]
+        results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit, timeout), paths))
+    for student, result in zip(students, results):
+        record(assignment, name, course, student, result)
+    nbgrader(course, "generate_feedback", assignment, "--force")
+    nbgrader(course, "export", "--exporter=grading.export.TaskCsv", f"--to={out.resolve()}",
+             f"--assignment=['{assignment}']")
+    lines = [f"{assignment}: {len(students)} submissions graded in {time.perf_counter() - start:.0f} s ({jobs} "
+             f"at a time in the sandbox); wrote {out}; feedback in {course / 'feedback'}"]
+    lines += [f"  {s}: {r['status']}" for s, r in zip(students, results) if r["status"] != "graded"]
     return "\n".join(lines)
 
 
@@ -153,25 +216,29 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignment", help=f"one of {', '.join(ASSIGNMENTS)}")
-    parser.add_argument("submission", type=Path, help="the student's .ipynb, or a folder of submissions")
-    parser.add_argument("--json", type=Path, help="also write the scores here")
+    parser.add_argument("submission", type=Path, nargs="?",
+                        help="a student's .ipynb, or a folder with one folder per student (none: --course's)")
+    parser.add_argument("--course", type=Path, help="the nbgrader course folder a class is graded in "
+                        "(default: course/ beside the folder of submissions)")
+    parser.add_argument("--json", type=Path, help="one notebook's scores, also written here")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell (default 1800)")
-    parser.add_argument("--csv", type=Path, help="a folder's grades (default: grades-A1.csv beside the folder)")
+    parser.add_argument("--csv", type=Path, help="a class's grades (default: grades-A1.csv in the course folder)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions at once (default: CPUs)")
-    parser.add_argument("--limit", type=int, default=1800, help="seconds per submission in a folder (default 1800)")
+    parser.add_argument("--limit", type=int, default=1800, help="seconds per submission in a class (default 1800)")
     args = parser.parse_args(argv)
-    if args.limit < 1:
-        parser.error("--limit must be at least 1 second")
+    if args.limit < 1 or args.jobs < 1:
+        parser.error("--limit and --jobs must be at least 1")
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}: choose one of {', '.join(ASSIGNMENTS)}")
-    if args.submission.is_dir():
-        if args.jobs < 1:
-            parser.error("--jobs must be at least 1")
-        out = args.csv or args.submission.resolve().parent / f"grades-{args.assignment}.csv"
-        print(grade_class(args.assignment, args.submission, out, args.jobs, args.limit))
+    if args.submission is None or args.submission.is_dir():
+        if args.submission is None and args.course is None:
+            parser.error("give a folder of submissions, or --course with its submitted/ folder")
+        course = args.course or args.submission.resolve().parent / "course"
+        out = args.csv or course / f"grades-{args.assignment}.csv"
+        print(grade_course(args.assignment, course, args.submission, out, args.jobs, args.limit, args.timeout))
         return 0
     if args.submission.suffix != ".ipynb" or not args.submission.is_file():
-        parser.error(f"{args.submission} is neither a notebook file (.ipynb) nor a folder of them")
+        parser.error(f"{args.submission} is neither a notebook file (.ipynb) nor a folder of submissions")
     rows, errors = run_submission(args.assignment, args.submission, args.timeout)
     print(report(args.assignment, args.submission, rows, errors))
     if args.json:
