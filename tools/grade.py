@@ -156,29 +156,35 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
     return students
 
 
-def record(assignment: str, name: str, course: Path, student: str, result: dict):
-    """The sandbox's points for each task into the student's gradebook (as the grade cell's automatic score,
+def answer_cells(source: Path) -> dict:
+    """{grade cell: the answer cell at or before it} in an nbgrader source: where a grade's comment goes."""
+    answer, last = {}, None
+    for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        last = meta["grade_id"] if meta.get("solution") else last
+        answer[meta.get("grade_id")] = last
+    return answer
+
+
+def record(assignment: str, name: str, course: Path, results: dict):
+    """The sandbox's points for each task into each student's gradebook (as the grade cell's automatic score,
     which formgrader shows and a manual grade overrides), the graders' sentences as the comment on the
-    answer cell before it; 0 for every task when the submission could not be graded."""
+    answer cell before it; 0 for every task when a submission could not be graded. `results`: {student:
+    what `grade_apart` gave}."""
     from nbgrader.api import Gradebook, MissingEntry
     from grading.hidden import grade_cells
 
-    nb = json.loads((course / "source" / assignment / name).read_text(encoding="utf-8"))
-    answer_before, last = {}, None
-    for cell in nb["cells"]:
-        meta = cell["metadata"].get("nbgrader", {})
-        last = meta["grade_id"] if meta.get("solution") else last
-        answer_before[meta.get("grade_id")] = meta["grade_id"] if meta.get("solution") else last
-    rows = result["rows"] or [None] * len(grade_cells(assignment))
+    answer, cells = answer_cells(course / "source" / assignment / name), grade_cells(assignment)
     with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
-        for cell, row in zip(grade_cells(assignment), rows):
-            grade = gb.find_grade(cell, Path(name).stem, assignment, student)
-            grade.auto_score, grade.needs_manual_grade = (row["points"] if row else 0.0), False
-            try:
-                comment = gb.find_comment(answer_before[cell], Path(name).stem, assignment, student)
-                comment.auto_comment = " ".join(row["messages"]) if row else result["status"]
-            except (MissingEntry, KeyError):
-                pass
+        for student, result in results.items():
+            for cell, row in zip(cells, result["rows"] or [None] * len(cells)):
+                grade = gb.find_grade(cell, Path(name).stem, assignment, student)
+                grade.auto_score, grade.needs_manual_grade = (row["points"] if row else 0.0), False
+                try:
+                    comment = gb.find_comment(answer[cell], Path(name).stem, assignment, student)
+                    comment.auto_comment = " ".join(row["messages"]) if row else result["status"]
+                except (MissingEntry, KeyError):
+                    pass
         gb.db.commit()
 
 
@@ -199,8 +205,7 @@ def grade_course(assignment: str, course: Path, submissions: Path | None, out: P
     paths = [course / "submitted" / s / assignment / name for s in students]
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit, timeout), paths))
-    for student, result in zip(students, results):
-        record(assignment, name, course, student, result)
+    record(assignment, name, course, dict(zip(students, results)))
     nbgrader(course, "generate_feedback", assignment, "--force")
     nbgrader(course, "export", "--exporter=grading.export.TaskCsv", f"--to={out.resolve()}",
              f"--assignment=['{assignment}']")

@@ -338,6 +338,15 @@ def data_settings() -> dict:
             "test_frac": 0.05, "seed": 0, "tokenizer": "word", "preprocess": "course", "exclude": None}
 
 
+def _refuse_other_data(run: str, ckpt, data, options: dict | None = None):
+    """`CheckFailed` unless the run `run` has `data`'s vocabularies (and, given, the data `options`)."""
+    if (options is not None and {k: ckpt.payload["data"].get(k) for k in options} != options) or (
+            (ckpt.src_vocab.idx_to_token, ckpt.tgt_vocab.idx_to_token)
+            != (data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token)):
+        raise CheckFailed(f"{run} was trained on other data: use chapter 7's (--max-pairs 40000 --min-freq 3, "
+                          "the split and tokens as they come)")
+
+
 def check_runs(runs: dict, chosen) -> str:
     """The rules of assignment 3, for every run in `runs` (`find_runs`): at most `BUDGET` seconds of training,
     its sessions' included, every session on the CPU with 2 threads and all on one machine, its file's seed,
@@ -351,7 +360,7 @@ def check_runs(runs: dict, chosen) -> str:
 
     if not runs:
         raise CheckFailed(f"no runs in {RUNS}/: train them first, with the commands above")
-    data, loaded, machines, weights = _data(), _load(runs), set(), {}
+    data, loaded, machines, weights, options = _data(), _load(runs), set(), {}, data_settings()
     for (name, seed), ckpt in loaded.items():
         run, p = f"{name}.seed{seed}", ckpt.payload
         seconds = max(p["progress"]["seconds"], sum(s["seconds"] for s in p["progress"]["sessions"]))
@@ -364,16 +373,11 @@ def check_runs(runs: dict, chosen) -> str:
             machines.add(session["machine"])
         if p["train"]["seed"] != seed:
             raise CheckFailed(f"{run} was trained with --seed {p['train']['seed']}: name it by its seed")
-        wanted = data_settings()
-        if {k: p["data"].get(k) for k in wanted} != wanted or (
-                (ckpt.src_vocab.idx_to_token, ckpt.tgt_vocab.idx_to_token)
-                != (data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token)):
-            raise CheckFailed(f"{run} was trained on other data: use chapter 7's (--max-pairs 40000 --min-freq 3, "
-                              "the split and tokens as they come)")
-        digest = hashlib.sha1(b"".join(t.numpy().tobytes() for t in ckpt.model.state_dict().values()))
-        if digest.digest() in weights:
-            raise CheckFailed(f"{run} holds the same weights as {weights[digest.digest()]}: hand in each run once")
-        weights[digest.digest()] = run
+        _refuse_other_data(run, ckpt, data, options)
+        digest = hashlib.sha1(b"".join(t.numpy().tobytes() for t in ckpt.model.state_dict().values())).digest()
+        if digest in weights:
+            raise CheckFailed(f"{run} holds the same weights as {weights[digest]}: hand in each run once")
+        weights[digest] = run
     if len(machines) > 1:
         raise CheckFailed(f"the runs were trained on {len(machines)} machines ({'; '.join(sorted(machines))}): "
                           "train all of them on one")
@@ -409,10 +413,7 @@ def runs_bleu(runs: dict, split: str) -> dict:
 
     data, loaded = _data(), _load(runs)
     for (name, seed), ckpt in loaded.items():
-        if (ckpt.src_vocab.idx_to_token, ckpt.tgt_vocab.idx_to_token) != (data.src_vocab.idx_to_token,
-                                                                          data.tgt_vocab.idx_to_token):
-            raise CheckFailed(f"{name}.seed{seed} was trained on other data: use chapter 7's (--max-pairs 40000 "
-                              "--min-freq 3, the split and tokens as they come)")
+        _refuse_other_data(f"{name}.seed{seed}", ckpt, data)
     return {key: evaluate_bleu(ckpt.model, getattr(data.splits, split), data.src_vocab, data.tgt_vocab, max_len=30)
             for key, ckpt in loaded.items()}
 
