@@ -32,7 +32,7 @@ round decodes all of them each way, one way after the other:
   one_at_a_time_last_position   the same, but the output layer sees only the newest position, as in
                    d2l's predict_seq2seq; context for the ratio, not a target.
 and the peak memory of `python -m nmt_lib translate` with beam 4 and beam 64 over the same sentences, each
-in a process of its own (its default --memory-budget bounds how many sentences a beam batch holds).
+in a process of its own (batches of 64 sentences, 64 x 64 beams in the second).
 
 Translation on one CPU core: the published model over the public Tatoeba test (--cpu-lines, all 12,681 by
 default), greedy, batches of 32, in source pieces per second: batches in input order, sorted by length (as
@@ -365,7 +365,8 @@ def decoding_model(args, report):
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.base.download import fra_eng_path
     from nmt_lib.run.published import MODELS, PUBLISHED, load_published
-    from nmt_lib.run.trainer import RunSettings, train_run
+    from nmt_lib.run.settings import RunSettings
+    from nmt_lib.run.trainer import train_run
     path = Path(args.checkpoint) if args.checkpoint else None
     if path is not None and path.is_file():
         ckpt = load_checkpoint(path)
@@ -664,7 +665,7 @@ def summary_rows(rec: dict) -> list:
         ["the same, against one at a time with the output layer on the newest position only",
          f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}×", "context"],
         ["peak memory of `translate` over the same sentences: beam 4 / beam 64",
-         " / ".join(f"{d['peak_memory_mb'][k]:,.0f} MB" for k in ("beam4", "beam64")), "within `--memory-budget`"],
+         " / ".join(f"{d['peak_memory_mb'][k]:,.0f} MB" for k in ("beam4", "beam64")), "context"],
         *cpu_rows(rec.get("cpu_translation")),
         *shallow_rows(rec.get("shallow_decoder")),
         ["run", f"{minutes:.1f} min: {t['rounds']} rounds × {t['batches_per_round']} batches per contender, "
@@ -740,7 +741,7 @@ def main(argv=None):
     print(f"ratio batched greedy / one at a time: {d['ratio_decode_batched_vs_one_at_a_time']:.1f}x (target >= 30)")
     print(f"ratio batched greedy / one at a time, output layer on the newest position only: "
           f"{d['ratio_decode_batched_vs_one_at_a_time_last_position']:.1f}x (context)")
-    print("peak memory of `python -m nmt_lib translate` over the same sentences (default --memory-budget): "
+    print("peak memory of `python -m nmt_lib translate` over the same sentences: "
           + ", ".join(f"{k} {v:,.0f} MB" for k, v in d["peak_memory_mb"].items()))
     print(f"\nNotebook wall times, learner mode (from the committed notebooks' cell timings; "
           f"target <= {CHAPTER_TARGET_S} s each):")

@@ -1,12 +1,8 @@
-"""The command line and its checkpoints under a course's real risks: absurd sizes, over-long and endless
-input, full disks and closed outputs, a checkpoint that would run code. Each case names what must hold:
-nothing lost, nothing overwritten, memory bounded, one line in and one line out, and a one-line error
-otherwise."""
+"""The command line and its checkpoints under a course's real risks: over-long input, full disks, a
+diverged run, a checkpoint that would run code. Each case names what must hold: nothing lost,
+nothing overwritten, one line in and one line out, and a one-line error otherwise."""
 import errno
 import os
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,11 +14,10 @@ from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run import checkpoint, cli, trainer
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
-from nmt_lib.run.inference import input_batches, one_line, translate_lines
+from nmt_lib.run.inference import translate_lines
 from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--d-model", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--max-tokens", "80",
         "--tokens-per-update", "100", "--warmup", "2", "--min-freq", "1", "--progress", "none"]
 
@@ -139,64 +134,7 @@ def test_weights_that_diverge_after_a_checkpoint_leave_it_as_it_was(de_corpus, t
     assert load_checkpoint(tmp_path / "m.pt").payload["progress"]["step"] == 2
 
 
-# ---- 7, 8, 9: memory is bounded whatever the sizes -----------------------------------------------------
-
-def test_a_crafted_huge_config_is_refused_before_any_model_is_built(trained, tmp_path, monkeypatch):
-    payload = payload_of(trained[0])
-    torch.save(dict(payload, config=dict(payload["config"], d_model=4096, n_layers=500)), tmp_path / "deep.pt")
-    built = []
-    monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(cfg))
-    with pytest.raises(CheckpointError, match="parameters and need about .* GB to load"):
-        load_checkpoint(tmp_path / "deep.pt")
-    assert built == []
-
-
-def test_translate_buffers_a_bounded_number_of_lines(capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(["translate", "--checkpoint", "m.pt", "--batch-size", "1000000000"])
-    assert e.value.code == 2 and "must be at most 4,096" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("options, message", [
-    (["--d-model", "1000000"], "parameters and need about"),
-    (["--d-ff", "99999999999999999999"], "the course's tools stop at 1,000,000,000 parameters"),
-    (["--layers", "1000000"], "stop at 1,000"), (["--threads", "100000"], "use at most"),
-    (["--d-model", "2", "--heads", "1", "--d-ff", "1", "--layers", "1000000"], "1,000,000 layers")])
-def test_absurd_sizes_are_one_line_errors_before_anything_is_read(options, message, tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(["train", "--data", str(tmp_path / "absent.txt"), "--out", str(tmp_path / "m.pt"), *options])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and message in err and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []
-
-
-# ---- 10, 11, 13: translate streams, one line out per line in, always -----------------------------------
-
-def test_translate_answers_each_line_as_it_arrives(trained):
-    child = subprocess.Popen([sys.executable, "-m", "nmt_lib", "translate", "--checkpoint", str(trained[0])],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        for sentence in (b"I am tired.\n", b"We have a dog.\n"):
-            child.stdin.write(sentence)
-            child.stdin.flush()
-            ready = select.select([child.stdout], [], [], 120)[0]       # stdin stays open: no end of input yet
-            assert ready, "no translation before the end of the input"
-            child.stdout.readline()
-    finally:
-        child.kill()
-        child.wait()
-
-
-def test_input_batches_go_out_when_full_or_when_nothing_more_waits():
-    read, write = os.pipe()
-    os.write(write, b"one\r\ntwo\n" + b"x" * 5000 + b"\nthree")
-    os.close(write)
-    warned = []
-    with os.fdopen(read, "rb") as stream:
-        batches = list(input_batches(stream, 2, warn=warned.append, max_bytes=1000))
-    assert batches == [["one\r", "two"], ["x" * 1000, "three"]]
-    assert warned == ["line 3 is longer than 1,000 bytes: only its first 1,000 were read"]
-
+# ---- 10, 11: one line out per line in ----------------------------------------------------------------
 
 def test_an_over_long_line_is_cut_and_named_and_the_others_translated(trained, tmp_path):
     payload = payload_of(trained[0])
@@ -207,10 +145,6 @@ def test_an_over_long_line_is_cut_and_named_and_the_others_translated(trained, t
                           first=11, warn=said.append)
     assert len(out) == 4 and out[2] == ""
     assert said == ["line 12 has 44 tokens, more than the model's 11: only its first 11 were translated"]
-
-
-def test_whatever_the_model_writes_comes_out_as_one_line():
-    assert one_line("je\nsuis\r\x85 fatigué\u2028.\x7f\x00") == "je suis fatigué ."
 
 
 # ---- 12, 14, 16: checkpoints that cannot be used are one-line errors ------------------------------------
@@ -226,16 +160,6 @@ def test_a_pickle_that_could_run_code_is_not_a_safe_checkpoint(tmp_path):
     torch.save({"format": checkpoint.CHECKPOINT_FORMAT, "x": Payload()}, tmp_path / "evil.pt")
     with pytest.raises(CheckpointError, match="is not a safe checkpoint"):
         load_checkpoint(tmp_path / "evil.pt")
-
-
-# ---- 15: closed or full outputs ---------------------------------------------------------------------------
-
-def test_a_full_or_closed_standard_output_is_a_one_line_error(trained):
-    for redirect in ("> /dev/full", ">&-"):
-        out = subprocess.run(f"echo 'I am tired.' | {sys.executable} -m nmt_lib translate --checkpoint "
-                             f"{trained[0]} {redirect}", shell=True, capture_output=True, text=True, cwd=ROOT,
-                             timeout=300)
-        assert out.returncode == 1 and out.stderr.count("\n") == 1 and "standard output" in out.stderr, out.stderr
 
 
 # ---- 17: the lessons' functions answer right or raise, never return a wrong answer silently ------------

@@ -319,7 +319,8 @@ def reference_settings(vocab_sizes: tuple) -> dict:
     vocabularies of `vocab_sizes`."""
     from dataclasses import asdict
 
-    from nmt_lib.run.cli import build_parser, new_settings
+    from nmt_lib.run.cli import build_parser
+    from nmt_lib.run.trainer import new_settings
     from nmt_lib.transformer import TransformerConfig
 
     parser = build_parser()

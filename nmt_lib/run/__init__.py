@@ -1,15 +1,13 @@
 """nmt_lib.run: the tooling, hand-written Python that no chapter teaches, above the lessons (the
 modules one folder up, generated from the chapters) and the base below them (`nmt_lib.base`).
 
-- `tokenizers`: the tokenizer kinds, chosen in one place (command-line names, checkpoint kinds).
-- `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references.
+- `corpus`: any tab-separated parallel corpus as chapter 1's `NMTData`, with raw references,
+  and the tokenizer kinds (command-line names, checkpoint kinds).
 - `checkpoint`: saving and safely loading a Transformer with everything needed to resume it.
-- `sizes`: a Transformer's parameters and memory from its config, and the tools' ceiling.
-- `guards`: the run lock, Ctrl-C, SIGTERM and SIGHUP, the writable-output check, beam memory budgets.
-- `trainer`: chapter 9's `fit` for long runs: resuming, precision, chapter 10's speed-ups, torchrun.
-- `inference`: translating lines as they arrive and scoring a held-out split with a checkpoint.
-- `options`: command-line options built from the settings dataclasses.
-- `stdio`: standard input in batches as it arrives, standard output that fails in one line.
+- `settings`: what a run adds to chapter 9's settings, and the options built from them.
+- `trainer`: `train`, chapter 9's `fit` for long runs: resuming, precision, chapter 10's
+  speed-ups, torchrun, the run lock and signals (imported for `train` alone).
+- `inference`: translating lines and scoring a held-out split with a checkpoint.
 - `testsets`: the public Tatoeba test set, its download and its overlap with the corpus.
 - `records`: the JSON records of runs that the README and the book are rendered from.
 - `average`: checkpoint averaging, and the epoch ends `train --keep-last` keeps.

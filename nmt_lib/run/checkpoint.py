@@ -8,18 +8,13 @@ from pathlib import Path
 import torch
 
 from nmt_lib.base.cache import atomic_save
-from nmt_lib.run.corpus import keeps_case, preparer
+from nmt_lib.run.corpus import BY_KIND, preparer
 from nmt_lib.base.device import default_device
-from nmt_lib.run.sizes import check_model_size
-from nmt_lib.run.tokenizers import BY_KIND
-from nmt_lib.text import ODD_SPACES, PUNCTUATION, Vocab
+from nmt_lib.text import Vocab
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"      # 3: the decoder depth moved from the config to the parts
-PREPROCESS = {"function": "nmt_lib.text.preprocess", "lowercase": True,
-              "space_before": PUNCTUATION, "odd_spaces": sorted(ODD_SPACES)}
-RAW = {"function": "nmt_lib.run.corpus.unify_spaces", "lowercase": False, "odd_spaces": sorted(ODD_SPACES)}
 
 
 class CheckpointError(ValueError):
@@ -40,7 +35,7 @@ def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab
         "state_dict": model.state_dict(),
         "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
         "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
-        "data": dict(data), "preprocess": RAW if keeps_case(data) else PREPROCESS,
+        "data": dict(data),
         "train": asdict(train) if train is not None else None,
         "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
         "ema": ema,
@@ -119,8 +114,7 @@ def first_line(e: Exception) -> str:
 
 def load_checkpoint(path, device=None) -> Checkpoint:
     """Read a checkpoint safely (`weights_only=True`) onto `device` (default: `default_device()`, which
-    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong. An absurd size is refused
-    before the model is built (`sizes.check_model_size`)."""
+    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong."""
     path = Path(path)
     device = default_device() if device is None else device
     if not path.is_file():
@@ -144,10 +138,6 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path} is damaged ({first_line(e)})") from None
     src_vocab, tgt_vocab = load_vocabularies(payload, path)
-    try:
-        check_model_size(asdict(cfg), parts=parts, training=False, what=f"the model {path} describes")
-    except ValueError as e:
-        raise CheckpointError(str(e)) from None
     model = Transformer(cfg, parts)
     try:
         model.load_state_dict(payload["state_dict"])

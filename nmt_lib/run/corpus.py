@@ -4,6 +4,7 @@ import copy
 import re
 import sys
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -12,9 +13,25 @@ from nmt_lib.data import BucketSampler, NMTData, build_vocabs
 from nmt_lib.base.course import setting
 from nmt_lib.base.download import file_sha1, fra_eng_path
 from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
-from nmt_lib.run.tokenizers import TOKENIZERS, learner
+from nmt_lib.run.settings import check_choices
 from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs, split_pairs
+
+
+def unify_spaces(text: str) -> str:
+    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it, and the raw
+    text a case-keeping subword model reads."""
+    return " ".join(plain_spaces(text).split())
+
+
+PREPARE = {"course": preprocess, "raw": unify_spaces}    # raw text -> what the tokenizer splits
+
+
+# The course's tokenizers, each with chapter 1's `Vocab` interface (`split`, `encode`,
+# `detokenize`, `to_tokens`; `kind`, `state()` and `from_state` to be saved): adding one
+# means adding its class here.
+TOKENIZERS = {"word": Vocab, "bpe": SubwordVocab}  # the command line's names
+BY_KIND = {cls.kind: cls for cls in TOKENIZERS.values()}  # the names checkpoints store
 
 
 @dataclass(frozen=True)
@@ -32,22 +49,17 @@ class CorpusSettings:
     shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
                                  "training split (needed by --tie-embeddings)")
     preprocess: str = setting("course", "course: lowercase, punctuation split off (chapter 1); raw: the text as "
-                              "written, case and punctuation kept (with --tokenizer bpe)", choices=("course", "raw"))
+                              "written, case and punctuation kept (with --tokenizer bpe)", choices=tuple(PREPARE))
     exclude: str | None = setting(None, "tatoeba: leave out of training and validation every pair that shares "
                                   "its English or French sentence with the public Tatoeba test set, so that a "
                                   "model can be scored on it", choices=TEST_SETS)
 
     def __post_init__(self):
+        check_choices(self)
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
-        if self.exclude is not None and self.exclude not in TEST_SETS:
-            raise ValueError(f"exclude must be one of {', '.join(TEST_SETS)}, got {self.exclude!r}")
-        if self.preprocess not in PREPARE:
-            raise ValueError(f"preprocess must be one of {', '.join(PREPARE)}, got {self.preprocess!r}")
         if self.preprocess == "raw" and self.tokenizer == "word":
             raise ValueError("preprocess 'raw' keeps punctuation on the words: it needs subwords (--tokenizer bpe)")
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
         if self.min_freq < 1:
@@ -55,15 +67,6 @@ class CorpusSettings:
         if not (0 <= self.valid_frac and 0 <= self.test_frac and self.valid_frac + self.test_frac < 1):
             raise ValueError(f"need 0 <= valid_frac, test_frac and valid_frac + test_frac < 1, "
                              f"got {self.valid_frac} and {self.test_frac}")
-
-
-def unify_spaces(text: str) -> str:
-    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it, and the raw
-    text a case-keeping subword model reads."""
-    return " ".join(plain_spaces(text).split())
-
-
-PREPARE = {"course": preprocess, "raw": unify_spaces}    # raw text -> what the tokenizer splits
 
 
 def preparer(data: dict):
@@ -139,9 +142,10 @@ class ParallelCorpus(NMTData):
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
         self.splits, self.seed = splits, given.seed
+        learn = "word" if given.tokenizer == "word" else partial(
+            TOKENIZERS[given.tokenizer].learn, vocab_size=given.vocab_size)
         self.src_vocab, self.tgt_vocab = vocabularies or build_vocabs(
-            splits.train, tokenizer=learner(given.tokenizer, given.vocab_size), min_freq=given.min_freq,
-            shared_vocab=given.shared_vocab)
+            splits.train, tokenizer=learn, min_freq=given.min_freq, shared_vocab=given.shared_vocab)
         self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
                          "french_spacing": french_spacing([t for _, t in raw[:5000]])}
         if self.excluded:                            # how much of the test set the corpus holds, for the record

@@ -1,19 +1,13 @@
 """A trained checkpoint at work: translating lines of text as they arrive, and scoring a held-out split
 with sacreBLEU. The command line's `translate` and `evaluate` call these functions."""
-import os
-import re
-import select
 import warnings
 from functools import partial
 
 from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer, split_settings
 from nmt_lib.decoding import beam_search, evaluate_bleu, translate
 from nmt_lib.fast import greedy_decode_fast
-from nmt_lib.run.guards import beam_batch_size
 from nmt_lib.run.testsets import read_tatoeba_test
 from nmt_lib.unknowns import UNK, replace_unknowns
-
-MEMORY_BUDGET = 2048                                                    # MB for beam search's scores and caches
 
 # The command line decodes the whole corpus, whose sentences run longer than the chapters' short ones:
 # it lets a translation run to 80 tokens where the chapters stop at decoding's MAX_LEN (50).
@@ -47,19 +41,16 @@ def search_for(beam: int, alpha: float = 1.0):
     return greedy_decode_fast if beam == 1 else partial(beam_search, beam_size=beam, alpha=alpha)
 
 
-def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_size: int = 64, max_len: int = MAX_OUTPUT,
-                    tokenized: bool = False, memory_budget: float = MEMORY_BUDGET, first: int = 1,
+def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_size: int = 64,
+                    max_len: int = MAX_OUTPUT, tokenized: bool = False, first: int = 1,
                     warn=None) -> list[str]:
-    """Raw sentences -> translations, exactly one line each (empty lines stay empty). Beam search decodes
-    as many lines together as `memory_budget` (MB) allows. A line longer than the model's positions is
-    cut to them, and `warn(message)` says which (numbered from `first`); `tokenized` writes the pieces
+    """Raw sentences -> translations, exactly one line each (empty lines stay empty). A line longer
+    than the model's positions is cut to them, and `warn(message)` says which (numbered from `first`); `tokenized` writes the pieces
     the model wrote, separated by spaces."""
     cfg, prepare = ckpt.model.cfg, preparer(ckpt.payload["data"])
     french = ckpt.payload["data"].get("french_spacing", True)
     raw = keeps_case(ckpt.payload["data"])                         # the text as written: nothing to join up
     max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
-    if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
     for i in keep if warn is not None else ():           # tokenizing to count costs time: only to warn
@@ -76,7 +67,7 @@ def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_siz
         out = copy_unknowns(ckpt, [prepare(lines[i]) for i in keep], out)
     result = [""] * len(lines)
     for i, text in zip(keep, out):
-        result[i] = one_line(text if tokenized or raw else detokenize(text, french=french))
+        result[i] = " ".join((text if tokenized or raw else detokenize(text, french=french)).split())
     return result
 
 
@@ -91,63 +82,6 @@ class AsPieces:
 
     def detokenize(self, tokens) -> str:
         return " ".join(tokens)
-
-
-def one_line(text: str) -> str:
-    """Text on one line whatever a model writes: line breaks and other control characters (which byte
-    pieces like <0x0A> decode to) become spaces or go."""
-    return CONTROL.sub("", " ".join(text.split()))
-
-
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-MAX_LINE_BYTES = 2 ** 20           # an input line longer than this is cut: far more than a model reads
-
-
-def input_batches(stream, batch_size: int, *, warn=None, max_bytes: int = MAX_LINE_BYTES):
-    """The lines of a binary `stream` (standard input) in batches, as they arrive: a batch goes out when
-    it has `batch_size` lines or when no more input is waiting, so a line typed at a terminal is
-    translated at once and an endless pipe takes bounded memory. A line over `max_bytes` is cut (and
-    `warn` says so). Lines are UTF-8 (undecodable bytes become U+FFFD)."""
-    fd, pending, buffer, number, skipping = stream.fileno(), [], b"", 0, False
-
-    def add(line: bytes):
-        nonlocal number
-        number += 1
-        if len(line) > max_bytes and warn is not None:
-            warn(f"line {number:,} is longer than {max_bytes:,} bytes: only its first {max_bytes:,} were read")
-        pending.append(line[:max_bytes].decode("utf-8", errors="replace"))
-
-    while True:
-        if pending and (len(pending) >= batch_size or not waiting(fd)):
-            yield pending[:batch_size]
-            pending = pending[batch_size:]
-            continue
-        chunk = os.read(fd, 2 ** 16)
-        if not chunk:
-            break
-        if skipping:                                  # the rest of a line that was cut
-            if b"\n" not in chunk:
-                continue
-            chunk, skipping = chunk[chunk.index(b"\n") + 1:], False
-        *complete, buffer = (buffer + chunk).split(b"\n")
-        for line in complete:
-            add(line)
-        if len(buffer) > max_bytes:                   # no newline yet: keep what will be read, drop the rest
-            add(buffer)
-            buffer, skipping = b"", True
-    if buffer:
-        add(buffer)                                   # a last line without its newline
-    while pending:
-        yield pending[:batch_size]
-        pending = pending[batch_size:]
-
-
-def waiting(fd: int) -> bool:
-    """Whether more input can be read from `fd` at once (always, where the system cannot tell)."""
-    try:
-        return bool(select.select([fd], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
 
 
 def count_unknowns(hypotheses) -> int:
@@ -166,8 +100,7 @@ def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
 
 
 def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, alpha: float = 1.0, limit: int | None = None,
-                        batch_size: int = 64, data_changed_ok: bool = False,
-                        memory_budget: float = MEMORY_BUDGET, corpus=None) -> dict:
+                        batch_size: int = 64, data_changed_ok: bool = False, corpus=None) -> dict:
     """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a held-out split,
     and the course's token BLEU. `corpus`, the run's `ParallelCorpus` if already built (it must hold the
     same data settings), saves building it again when several checkpoints of one run are scored."""
@@ -186,8 +119,6 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
                          f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
     cfg = ckpt.model.cfg
     max_len = min(MAX_OUTPUT, cfg.max_len - 1)
-    if beam > 1:
-        batch_size = beam_batch_size(beam, ckpt.model, max_len=max_len, budget_mb=memory_budget, wanted=batch_size)
     with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
         warnings.simplefilter("ignore")
         result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
@@ -214,8 +145,8 @@ def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int 
             "sacrebleu_with_unknowns": with_unknowns}
 
 
-def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0, limit: int | None = None, batch_size: int = 64,
-                    memory_budget: float = MEMORY_BUDGET, overlap_ok: bool = False) -> dict:
+def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0,
+                    limit: int | None = None, batch_size: int = 64, overlap_ok: bool = False) -> dict:
     """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference per line) on the
     public Tatoeba test set, every line translated as `translate` would: scores others publish on it."""
     import sacrebleu
@@ -227,8 +158,7 @@ def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float 
         warnings.warn("this model writes lowercase text with punctuation split off (--preprocess course); scored "
                       "case-sensitively against references as written, it loses points for that alone")
     pairs = read_tatoeba_test()[:limit]
-    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size,
-                           memory_budget=memory_budget)
+    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size)
     refs = [[t for _, t in pairs]]
     metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
     score = metric.corpus_score(hyps, refs)

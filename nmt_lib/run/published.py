@@ -24,7 +24,7 @@ MODELS = INSTALLED_MODELS if (INSTALLED_MODELS / PUBLISHED).is_dir() else CHECKO
 HOW_TO_GET = ("install the course with its model (pip install the repository, which carries models/"
               f"{PUBLISHED}), or copy the repository's models/{PUBLISHED} folder to {{folder}}")
 FORMAT = "nmt-course-published/1"
-KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data", "preprocess")   # what a published folder keeps
+KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data")   # what a published folder keeps
 
 
 def export_model(checkpoint, folder, *, card: str, dtype: torch.dtype = torch.float16) -> Path:

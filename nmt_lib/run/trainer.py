@@ -1,78 +1,172 @@
-"""The full-scale trainer of the command line: chapter 9's `fit`, with what a long run needs around it.
+"""`python -m nmt_lib train`: chapter 9's `fit`, with what a long run needs around it.
 
-`RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups (`FastDropout`, the sliced
-loss, fused Adam), a moving average of the weights, a warm-down of the learning rate, lower precision under
-`torch.autocast` (with loss scaling for fp16), data parallelism under torchrun, a checkpoint every
-`checkpoint_every` updates and at each epoch's end, stopping cleanly on a `StopRequest` or a time limit, and
-resuming a checkpoint bit for bit. `train_run` drives `fit` with them,
-on a corpus that draws new subword pieces at each epoch where BPE-dropout is asked for.
+`RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups
+(`FastDropout`, the sliced loss, fused Adam), a moving average of the weights, a warm-down
+of the learning rate, lower precision under `torch.autocast` (with loss scaling for fp16),
+data parallelism under torchrun, a checkpoint every `checkpoint_every` updates and at each
+epoch's end, stopping cleanly on a signal or a time limit, and resuming a checkpoint bit for
+bit. `train_run` drives `fit` with them; `train_command` is the command: the settings, one
+run per checkpoint (a lock file), and Ctrl-C, SIGTERM or SIGHUP ending with a checkpoint.
+The command line imports this module for `train` alone.
 """
+
+import fcntl
 import math
+import os
+import signal
 import sys
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import fields
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from tqdm import tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
+from nmt_lib.base.cache import temporary_files
+from nmt_lib.base.device import autocast_dtype
+from nmt_lib.data import TranslationDataset, collate
 from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged
-from nmt_lib.run.progress import progress_bar
-from nmt_lib.run.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync, rank_and_world, seed_rank
+from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
+from nmt_lib.modern import ModernParts
 from nmt_lib.recipes import paper_adam
-from nmt_lib.run.average import keep_epoch
-from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
-from nmt_lib.base.course import setting
-from nmt_lib.base.device import PRECISIONS, autocast_dtype
-from nmt_lib.run.guards import StopRequest
+from nmt_lib.run.average import keep_epoch, kept_epochs
+from nmt_lib.run.checkpoint import (
+    CheckpointError,
+    first_line,
+    load_checkpoint,
+    save_checkpoint,
+)
+from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
+from nmt_lib.run.parallel import (
+    agree_to_stop,
+    all_sum,
+    data_parallel,
+    gradient_sync,
+    join_process_group,
+    launched_by_torchrun,
+    leave_process_group,
+    rank_and_world,
+    seed_rank,
+)
 from nmt_lib.run.records import close_session, new_session
-from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.data import TranslationDataset, collate
-from nmt_lib.training import Hooks, TrainSettings, apply_update, batch_loss, fit, new_progress, noam_schedule
+from nmt_lib.run.settings import FAST, RunSettings, given, option
+from nmt_lib.training import (
+    Hooks,
+    apply_update,
+    batch_loss,
+    fit,
+    new_progress,
+    noam_schedule,
+)
+from nmt_lib.transformer import Transformer, TransformerConfig
+
+LOG_EVERY = 30.0  # seconds between two lines of progress in a log file
+EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}  # 128 + the signal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, ssh gone
+RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "keep_last",
+             "precision")  # what a resumed run may change
 
 
-@dataclass
-class RunSettings(TrainSettings):
-    """Chapter 9's `TrainSettings`, and what the command line adds to them."""
-    checkpoint_every: int = setting(500, "updates between checkpoints (0: only at epoch ends)")
-    time_limit: float | None = setting(None, "minutes; stop, with a checkpoint, once exceeded")
-    keep_last: int = setting(0, "also keep the checkpoints of the last N epoch ends, as OUT.epochE.pt, for "
-                             "`average` (0: none)")
-    loss: str = setting("plain", "plain: F.cross_entropy on the logits; sliced: chapter 10's output layer "
-                        "and loss together, a slice of rows at a time", choices=("plain", "sliced"))
-    fused_adam: bool = setting(False, "chapter 10's one-kernel Adam update")
-    fast_dropout: bool = setting(False, "chapter 10's dropout: the same statistics from cheaper random numbers")
-    ema: float = setting(0.0, "decay of an exponential moving average of the weights, updated after each update "
-                         "and kept in the checkpoint; `average --ema` writes it out as a model (0: none)")
-    bpe_dropout: float = setting(0.0, "BPE-dropout: segment the training split anew at each epoch, each merge "
-                                 "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
-                                 "needs --tokenizer bpe; 0: the usual pieces)")
-    warmdown: float = setting(0.0, "the last fraction of the run's budget (--time-limit, else --max-steps) over which "
-                              "the learning rate falls linearly to zero, e.g. 0.2 (0: none)")
-    precision: str = setting("fp32", "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
-                             "scaling on older GPUs, else fp32", choices=PRECISIONS)
+def say(text: str):
+    """A progress line on stderr; under torchrun, from rank 0 only."""
+    if rank_and_world()[0] == 0:
+        sys.stderr.write(text)
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.time_limit is not None and not (math.isfinite(self.time_limit) and self.time_limit > 0):
-            raise ValueError(f"time_limit must be a positive number, got {self.time_limit}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
-        if self.keep_last < 0:
-            raise ValueError(f"keep_last must be >= 0, got {self.keep_last}")
-        if not 0 <= self.bpe_dropout < 1:
-            raise ValueError(f"bpe_dropout must be in [0, 1), e.g. 0.1, got {self.bpe_dropout}")
-        if not 0 <= self.warmdown <= 1:
-            raise ValueError(f"warmdown must be in [0, 1], e.g. 0.2, got {self.warmdown}")
-        if self.warmdown and self.time_limit is None and self.max_steps is None:
-            raise ValueError("warmdown needs a budget to end at: give --time-limit or --max-steps")
-        if not 0 <= self.ema < 1:
-            raise ValueError(f"ema must be in [0, 1), e.g. 0.999, got {self.ema}")
-        if self.loss not in ("plain", "sliced"):
-            raise ValueError(f"loss must be 'plain' or 'sliced', got {self.loss!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+class LineWriter:
+    """A file for tqdm that turns each redraw into one plain line: logs have no use for
+    '\\r'."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str):
+        if text := text.replace("\r", "").rstrip():
+            self.stream.write(text + "\n")
+
+    def flush(self):
+        self.stream.flush()
+
+
+def progress_bar(total: int, desc: str, mode: str = "auto", **kwargs) -> tqdm:
+    """A tqdm bar: a widget in Jupyter, a line redrawn in place in a terminal, one
+    plain line every `LOG_EVERY` seconds when standard error is a file ("lines"), or
+    nothing ("none")."""
+    if mode == "auto":
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+        in_notebook = type(shell).__name__ == "ZMQInteractiveShell"
+        mode = "auto" if in_notebook or sys.stderr.isatty() else "lines"
+    if mode == "lines":
+        lines = LineWriter(sys.stderr)
+        return tqdm(total=total, desc=desc, file=lines, mininterval=LOG_EVERY,
+                    ascii=True, **kwargs)
+    if mode == "none" or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"):
+        kwargs["disable"] = True  # tqdm's own switch, which its notebook bar does not read
+    bar = auto_tqdm if mode == "auto" else tqdm
+    return bar(total=total, desc=desc, file=sys.stderr, **kwargs)
+
+
+@contextmanager
+def run_lock(path):
+    """Hold an exclusive lock for the run that writes `path`: a lock file beside it,
+    holding our pid. A second run on the same checkpoint stops with the first run's pid.
+    The system releases the lock of a process that dies, so a killed run's lock is taken
+    over, and the temporary files it left half-written for `path` are removed."""
+    path = Path(path)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise CheckpointError(
+                f"{path} is being trained by another run (pid {holder}); wait for it "
+                "to finish, or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        for left in temporary_files(path):  # half-written by a killed run on this file
+            left.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # closing the file releases the lock
+
+
+class StopRequest:
+    """A flag the trainer checks after every update: a signal handler or any other code
+    sets it, and training stops after the update in progress, with a checkpoint."""
+
+    def __init__(self):
+        self.reason = None
+
+    def __call__(self, signum=None, frame=None):
+        name = signal.Signals(signum).name if signum is not None else "stop requested"
+        self.reason = self.reason or name
+
+
+@contextmanager
+def stop_on_signals(stop: StopRequest, announce):
+    """Inside the block, SIGINT, SIGTERM and SIGHUP set `stop` instead of killing the
+    process; `announce(name)` runs at the first one. Later signals change nothing, so a
+    second Ctrl-C cannot interrupt the checkpoint being written."""
+
+    def handler(signum, frame):
+        if stop.reason is None:
+            announce(signal.Signals(signum).name)
+        stop(signum, frame)
+
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield stop
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 def restore(resume: dict, optimizer, schedule, scaler, ema, device) -> dict:
@@ -295,3 +389,130 @@ def held_out_line(progress: dict, has_valid: bool) -> str:
     if step != progress["step"]:
         line += f" at the end of epoch {epoch} (update {step:,}); the final weights were not validated"
     return line
+
+
+# ---- the command: `python -m nmt_lib train` ----------------------------------------------
+
+
+def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
+    """The settings of a run that starts now, checked before anything is read, written
+    or locked."""
+    try:
+        settings = RunSettings(**given(args, RunSettings, FAST))
+        model_options = given(args, TransformerConfig, FAST)
+        parts = ModernParts(**given(args, ModernParts))
+        TransformerConfig(1, 1, **model_options)  # checked before the corpus is read
+        corpus_options = given(args, CorpusSettings)
+        CorpusSettings(**corpus_options)
+        if settings.bpe_dropout and corpus_options.get("tokenizer") != "bpe":
+            raise ValueError("--bpe-dropout samples subword pieces: it needs --tokenizer bpe")
+        if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
+            raise ValueError("--tie-embeddings needs --shared-vocab: one matrix can only "
+                             "serve one vocabulary")
+    except (TypeError, ValueError) as e:
+        parser.error(str(e))
+    return settings, model_options, corpus_options, parts
+
+
+def new_run(settings: RunSettings, model_options: dict, corpus_options: dict,
+            parts: ModernParts, device):
+    """The corpus and a fresh model for a run that starts now."""
+    say("reading the corpus ...\n")
+    corpus = ParallelCorpus(**corpus_options)
+    cfg = TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options)
+    torch.manual_seed(settings.seed)
+    model = Transformer(cfg, parts)  # initialised on the CPU: the same on any device
+    return settings, corpus, model.to(device)
+
+
+def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
+    """The options given for a resumed run whose values differ from the run's own (only
+    RESUMABLE may)."""
+    differ = []
+    for cls, stored in ((TransformerConfig, resume["config"]),
+                        (ModernParts, resume.get("parts") or {}),
+                        (RunSettings, saved_train), (CorpusSettings, resume["data"])):
+        for f in fields(cls):
+            value = given(args, cls).get(f.name, stored.get(f.name))
+            if f.name not in RESUMABLE + ("path",) and value != stored.get(f.name):
+                differ.append(f"{option(f)[0][0]} {value} (the run has {stored.get(f.name)})")
+    return differ
+
+
+def train_command(args, parser) -> int:
+    fresh = None if args.resume else new_settings(args, parser)  # bad: nothing touched
+    out = Path(args.out).expanduser().resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if launched_by_torchrun():  # one of several data-parallel processes
+        args.device = join_process_group(args.device)
+    try:
+        with run_lock(out) if rank_and_world()[0] == 0 else nullcontext():  # rank 0
+            return train_locked(args, out, fresh)
+    finally:
+        leave_process_group()
+
+
+def resumed_run(args, out: Path):
+    """The settings, corpus, model and checkpoint payload of the run saved in `out`,
+    with the options a resumed run may change."""
+    ckpt = load_checkpoint(out, device=args.device)
+    resume = ckpt.payload
+    if not all(resume.get(k) for k in ("progress", "optimizer", "schedule", "train")):
+        raise CheckpointError(f"{out} holds no training state to resume from" + (
+            ": it holds averaged weights (average); resume the run's own --out"
+            if resume.get("averaged") else ""))
+    saved = resume["train"]
+    if differ := resume_differences(args, resume, saved):
+        raise ValueError("--resume goes on with the run as it started, but these options "
+                         "differ from it: " + "; ".join(differ) + ". Leave them out, or "
+                         "start a new run with another --out")
+    changes = {k: v for k, v in given(args, RunSettings).items() if k in RESUMABLE}
+    settings = RunSettings(**{**saved, "time_limit": None, **changes})
+    corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None),
+                                          changed_ok=args.data_changed_ok,
+                                          vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
+    say(f"resuming {out} at update {resume['progress']['step']:,} "
+        f"(epoch {resume['progress']['epoch']})\n")
+    return settings, corpus, ckpt.model, resume
+
+
+def train_locked(args, out: Path, fresh: tuple | None) -> int:
+    resume = None
+    if args.resume:
+        settings, corpus, model, resume = resumed_run(args, out)
+    else:
+        if out.exists() or kept_epochs(out):
+            raise FileExistsError(
+                f"{out if out.exists() else min(kept_epochs(out).values())} exists; "
+                "pass --resume to continue its run, or choose another --out")
+        settings, corpus, model = new_run(*fresh, args.device)
+    if corpus.excluded:
+        say(f"left out {corpus.excluded['train']:,} training and "
+            f"{corpus.excluded['valid']:,} validation pairs that share a sentence with "
+            f"the {corpus.settings['exclude']} test set (--exclude)\n")
+    dropped = corpus.drop_longer_than(model.cfg.max_len)
+    if any(dropped.values()):
+        say(f"left out {dropped['train']:,} training and {dropped['valid']:,} validation "
+            f"pairs longer than the model's {model.cfg.max_len} positions (--max-len)\n")
+    dtype = autocast_dtype(settings.precision, args.device)
+    rank, world = rank_and_world()
+    ranks = f" in each of {world} processes (torchrun)" if world > 1 else ""
+    fp = "fp32" if dtype is None else str(dtype).replace("torch.", "")
+    say(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}"
+        f"{ranks}, computing in {fp}; checkpoint {out}\n")
+    announce = lambda name: say(
+        f"\n{name}: stopping after the update in progress, then writing {out}\n")
+    with stop_on_signals(StopRequest(), announce) as stop:
+        progress = train_run(model, corpus, settings, resume=resume, checkpoint=out,
+                             save_kwargs={"data": corpus.settings}, report=args.progress,
+                             stop=stop)
+    if progress["stopped"] not in (None, "max_steps", "time_limit"):  # a signal
+        say(f"stopped by {progress['stopped']} at update {progress['step']:,}; the "
+            f"checkpoint {out} holds everything so far. Go on with: "
+            f"python -m nmt_lib train --out {out} --resume\n")
+        return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
+    if rank == 0:  # rank 0 alone validated and reports
+        print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} "
+              f"min; {held_out_line(progress, bool(corpus.splits.valid))}; "
+              f"checkpoint {out}", flush=True)
+    return 0

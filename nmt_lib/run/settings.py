@@ -1,0 +1,172 @@
+"""The command line's settings: what a run adds to chapter 9's `TrainSettings`, and the
+options built from the settings dataclasses, one per field that has a help text
+(`nmt_lib.base.course.setting`), so that `--help` and the code share one set of defaults.
+
+A setting is checked once, where it is defined (the dataclass's `__post_init__`, and its
+`choices`); the command line only reads numbers and turns a `ValueError` into one line.
+"""
+
+import argparse
+import math
+import typing
+from dataclasses import dataclass, fields
+
+from nmt_lib.base.course import setting
+from nmt_lib.base.device import PRECISIONS
+from nmt_lib.training import TrainSettings
+
+PROGRESS = ("auto", "bar", "lines", "none")  # how the trainer shows its progress
+FAST = {  # chapter 10's switches, on in the tools, and low precision where it is native
+    "fast_dropout": True, "loss": "sliced", "fused_adam": True, "precision": "auto"}
+
+
+def check_choices(settings):
+    """`ValueError` for the first field of `settings` whose value is not among its
+    `choices` (None is always allowed where it is the default)."""
+    for f in fields(settings):
+        value, choices = getattr(settings, f.name), f.metadata.get("choices")
+        if choices and value not in choices and not (value is None is f.default):
+            raise ValueError(
+                f"{f.name} must be one of {', '.join(choices)}, got {value!r}"
+            )
+
+
+@dataclass
+class RunSettings(TrainSettings):
+    """Chapter 9's `TrainSettings`, and what the command line adds to them."""
+
+    checkpoint_every: int = setting(
+        500, "updates between checkpoints (0: only at epoch ends)"
+    )
+    time_limit: float | None = setting(
+        None, "minutes; stop, with a checkpoint, once exceeded"
+    )
+    keep_last: int = setting(
+        0,
+        "also keep the checkpoints of the last N epoch ends, as OUT.epochE.pt, for "
+        "`average` (0: none)",
+    )
+    loss: str = setting(
+        "plain",
+        "plain: F.cross_entropy on the logits; sliced: chapter 10's output layer "
+        "and loss together, a slice of rows at a time",
+        choices=("plain", "sliced"),
+    )
+    fused_adam: bool = setting(False, "chapter 10's one-kernel Adam update")
+    fast_dropout: bool = setting(
+        False, "chapter 10's dropout: the same statistics from cheaper random numbers"
+    )
+    ema: float = setting(
+        0.0,
+        "decay of an exponential moving average of the weights, updated after each "
+        "update and kept in the checkpoint; `average --ema` writes it out as a model "
+        "(0: none)",
+    )
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: segment the training split anew at each epoch, each merge "
+        "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
+        "needs --tokenizer bpe; 0: the usual pieces)",
+    )
+    warmdown: float = setting(
+        0.0,
+        "the last fraction of the run's budget (--time-limit, else --max-steps) over "
+        "which the learning rate falls linearly to zero, e.g. 0.2 (0: none)",
+    )
+    precision: str = setting(
+        "fp32",
+        "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
+        "scaling on older GPUs, else fp32",
+        choices=PRECISIONS,
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choices(self)
+        if self.time_limit is not None and not (
+            math.isfinite(self.time_limit) and self.time_limit > 0
+        ):
+            raise ValueError(
+                f"time_limit must be a positive number, got {self.time_limit}"
+            )
+        for name in ("checkpoint_every", "keep_last"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.bpe_dropout < 1:
+            raise ValueError(f"bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
+        if not 0 <= self.warmdown <= 1:
+            raise ValueError(f"warmdown must be in [0, 1], got {self.warmdown}")
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be in [0, 1), got {self.ema}")
+        if self.warmdown and self.time_limit is None and self.max_steps is None:
+            raise ValueError(
+                "warmdown needs a budget to end at: give --time-limit or --max-steps"
+            )
+
+
+def number(kind, optional: bool = False, minimum=None):
+    """An argparse type: a finite `kind` (int or float), at least `minimum` if given;
+    'none' when `optional`."""
+
+    def parse(text):
+        if optional and text.lower() == "none":
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            expected = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+ALIASES = {"n_heads": ["--heads"], "n_layers": ["--layers"]}  # shorter names too
+
+
+def option(f) -> tuple[list[str], str]:
+    """A setting's option strings and the name it is parsed into."""
+    names = [f.metadata.get("flag", "--" + f.name.replace("_", "-"))]
+    names += ALIASES.get(f.name, [])
+    return names, names[0][2:].replace("-", "_")
+
+
+def add_settings(parser, cls, defaults: dict | None = None):
+    """One option per field of `cls` that has a help text. An option not given stays
+    out of the parsed arguments, so a run can tell what the user asked for; `defaults`
+    shows where the tools differ from the dataclass (chapter 10's switches)."""
+    group = parser.add_argument_group(f"{cls.__name__} (defaults in parentheses)")
+    for f in fields(cls):
+        if "help" not in f.metadata:
+            continue
+        names, dest = option(f)
+        default = (defaults or {}).get(f.name, f.default)
+        shown = {None: "none", True: "on", False: "off"}.get(default, default)
+        kw = dict(dest=dest, default=argparse.SUPPRESS)
+        kw["help"] = f"{f.metadata['help']} ({shown})"
+        kinds = typing.get_args(f.type) or (f.type,)  # int | None -> (int, NoneType)
+        kind = next(k for k in kinds if k is not type(None))
+        if kind is bool:
+            group.add_argument(*names, action=argparse.BooleanOptionalAction, **kw)
+        elif "choices" in f.metadata:
+            metavar = "{" + ",".join(f.metadata["choices"]) + "}"
+            group.add_argument(*names, metavar=metavar, **kw)
+        elif kind in (int, float):
+            kw["type"] = number(kind, type(None) in kinds)
+            group.add_argument(*names, metavar="N", **kw)
+        else:
+            group.add_argument(*names, metavar="PATH", **kw)
+
+
+def given(args, cls, defaults: dict | None = None) -> dict:
+    """The fields of `cls` the command line set, over `defaults` (field name -> value)."""
+    out = {f.name: defaults[f.name] for f in fields(cls) if f.name in (defaults or {})}
+    for f in fields(cls):
+        dest = option(f)[1]
+        if hasattr(args, dest):
+            out[f.name] = getattr(args, dest)
+    return out
