@@ -16,6 +16,9 @@ STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 # The notebooks nbval runs: the chapters, the solutions (absent from the student edition) and the assignments.
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
+# The hand-written Python (the lessons' modules are generated from the notebooks).
+HANDWRITTEN := nmt_lib/base nmt_lib/run nmt_lib/checks nmt_lib/__init__.py nmt_lib/__main__.py \
+               grading tests tools bench experiments speedrun book/conf.py
 
 .PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak \
         grade release student slides
@@ -44,6 +47,7 @@ test: $(STAMP) book slides chromium
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/python tools/release.py --check
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check --quiet $(HANDWRITTEN)
 	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),

@@ -164,9 +164,11 @@ def report(command: str) -> Path:
             "command": command,
             "data": runs["seq2seq"]["data"],
             "recipe": RECIPE,
-            "caption": "corpus BLEU on the course's tokens against all references, "
-            "greedy; intervals: paired bootstrap over the test sentences (one seed a "
-            "model)",
+            "caption": (
+                "corpus BLEU on the course's tokens against all references, greedy;"
+                " intervals: paired bootstrap over the test sentences (one seed a"
+                " model)"
+            ),
             "tables": [
                 {"columns": columns, "rows": rows, "align": "lrrrr"},
                 {

@@ -1,25 +1,34 @@
-"""Where a submission's code runs when it is graded, apart from the answers: a kernel in a temporary folder that
-holds a copy of the course's `nmt_lib` and nothing else of the repository (no model answers, hidden tests or
-graders). In that copy the course's own implementations of what the assignment asks for are stubs that raise,
-written into its source before the kernel starts, so no reference to them, however a submission keeps it (a
-default argument, a closure, a partial, its code object, its source, a second import), reaches working code.
-PyTorch's attention is refused, whatever name reaches it, while the submission's functions are called (in the
-assignments whose tasks are attention); and only
-plain data (tensors, numbers, strings, lists, tuples, dicts) comes back, read with `torch.load(weights_only=True)`,
-so the graders, which compare outside, never run the submission's objects.
+"""Where a submission's code runs when it is graded, apart from the answers: a kernel in
+a temporary folder that holds a copy of the course's `nmt_lib` and nothing else of the
+repository (no model answers, hidden tests or graders). In that copy the course's own
+implementations of what the assignment asks for are stubs that raise, written into its
+source before the kernel starts, so no reference to them, however a submission keeps it
+(a default argument, a closure, a partial, its code object, its source, a second
+import), reaches working code. PyTorch's attention is refused, whatever name reaches it,
+while the submission's functions are called (in the assignments whose tasks are
+attention); and only plain data (tensors, numbers, strings, lists, tuples, dicts) comes
+back, read with `torch.load(weights_only=True)`, so the graders, which compare outside,
+never run the submission's objects.
 
-    with Sandbox("A2", notebook) as box:        # runs the notebook's code cells in the kernel
-        box.call("repetition_penalty", logits, generated, 2.0)   # a plain value, or the error it raised
-        mine = box.call("MyLocalAttention", 16, 4)               # a Remote: the module stays in the kernel
-        mine.load_state_dict(course.state_dict()); mine(x); mine.gradients([x], g, ["W_q.weight"])
+    with Sandbox("A2", notebook) as box:  # runs the notebook's code cells in the kernel
+        # a plain value, or the error it raised
+        box.call("repetition_penalty", logits, generated, 2.0)
+        # a Remote: the module stays in the kernel
+        mine = box.call("MyLocalAttention", 16, 4)
+        mine.load_state_dict(course.state_dict())
+        mine(x)
+        mine.gradients([x], g, ["W_q.weight"])
 
-A course Transformer passed to a submission's function crosses as its settings and weights. An error the
-submission raised comes back as its name and message only, rebuilt here as the builtin exception of that name
-(so a grader's `learner_call` reports it as it would in-process); a kernel that gives no answer, or an answer
-that is not plain data, is `CheckFailed`; a pandas table crosses as its index and columns. `make grade` grades
-every assignment here (`grading.hidden.grade_in_sandbox`); assignment 3's runs come in as a copy (`carry`), and
-its graders read the checkpoints the student handed in, outside.
+A course Transformer passed to a submission's function crosses as its settings and
+weights. An error the submission raised comes back as its name and message only, rebuilt
+here as the builtin exception of that name (so a grader's `learner_call` reports it as
+it would in-process); a kernel that gives no answer, or an answer that is not plain
+data, is `CheckFailed`; a pandas table crosses as its index and columns. `make grade`
+grades every assignment here (`grading.hidden.grade_in_sandbox`); assignment 3's runs
+come in as a copy (`carry`), and its graders read the checkpoints the student handed in,
+outside.
 """
+
 import ast
 import os
 import shutil
@@ -35,26 +44,44 @@ from torch import nn
 from nmt_lib.checks import CheckFailed
 
 ROOT = Path(__file__).resolve().parent.parent
-WITHHELD = {  # per assignment: module of nmt_lib -> the names a task asks the student to write instead
-    "A1": {"multihead": ("MultiHeadAttention",), "attention": ("attend", "DotProductAttention")},
-    "A2": {"decoding": ("greedy_decode", "greedy_decode_nocache", "beam_search", "beam_step"),
-           "evaluation": ("beam_trace",), "fast": ("greedy_decode_fast",)},
+# per assignment: module of nmt_lib -> the names a task asks the student to write
+# instead
+WITHHELD = {
+    "A1": {
+        "multihead": ("MultiHeadAttention",),
+        "attention": ("attend", "DotProductAttention"),
+    },
+    "A2": {
+        "decoding": (
+            "greedy_decode",
+            "greedy_decode_nocache",
+            "beam_search",
+            "beam_step",
+        ),
+        "evaluation": ("beam_trace",),
+        "fast": ("greedy_decode_fast",),
+    },
     "A3": {},
 }
-REFUSE_ATTENTION = {"A1"}  # the assignments whose tasks are attention itself (A2's model may use PyTorch's)
-# Run first in the kernel: the editable install's finder would reach the repository's own nmt_lib.
+REFUSE_ATTENTION = {
+    "A1"
+}  # the assignments whose tasks are attention itself (A2's model may use PyTorch's)
+# Run first in the kernel: the editable install's finder would reach the repository's
+# own nmt_lib.
 PRELUDE = """import sys
-sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
-sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
+_editable = lambda f: getattr(f, "__module__", "").startswith("__editable__")
+sys.meta_path[:] = [f for f in sys.meta_path if not _editable(f)]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not _editable(h)]
 sys.path_importer_cache.clear()
 for _name in [m for m in sys.modules if m.split(".")[0] == "nmt_lib"]:
     del sys.modules[_name]
 sys.path.insert(0, {box!r})
 """
-# Defined after the submission's cells: runs one request on the submission's names and saves the answer. A request
-# calls a name, builds an object kept here behind a handle, calls an object's method, or takes the gradients of
-# an object's output; a course Transformer comes as its settings and weights, and is built here.
-PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
+# Defined after the submission's cells: runs one request on the submission's names and
+# saves the answer. A request calls a name, builds an object kept here behind a handle,
+# calls an object's method, or takes the gradients of an object's output; a course
+# Transformer comes as its settings and weights, and is built here.
+PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
@@ -62,13 +89,18 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
     class NoAttention(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", str(func))
-            if refuse_attention and ("scaled_dot_product" in name or func is F.multi_head_attention_forward):
-                raise RuntimeError(f"PyTorch's attention ({name}) is not yours: write your own")
+            if refuse_attention and (
+                "scaled_dot_product" in name or func is F.multi_head_attention_forward
+            ):
+                raise RuntimeError(
+                    f"PyTorch's attention ({name}) is not yours: write your own"
+                )
             return func(*args, **(kwargs or {}))
 
     def built(value):
         if isinstance(value, dict) and "__transformer__" in value:
             from nmt_lib.transformer import Transformer, TransformerConfig
+
             model = Transformer(TransformerConfig(**value["__transformer__"]))
             model.load_state_dict(value["state"])
             return model.eval()
@@ -83,93 +115,164 @@ PROBE = '''def _nmt_probe(request, answer, refuse_attention, _objects={}):
             _objects[len(_objects)] = value
             return {"__object__": len(_objects) - 1}
         if isinstance(value, (list, tuple)):
-            return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else [plain(v) for v in value]
+            return (
+                type(value)(plain(v) for v in value)
+                if type(value) in (list, tuple)
+                else [plain(v) for v in value]
+            )
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
-            return value.item()                          # a numpy number: a Python one
-        if type(value).__name__ == "DataFrame":          # a table: its index and columns, as lists
-            return {"__table__": {"index": plain(list(value.index)), "names": list(value.index.names),
-                                  "columns": {str(c): plain(value[c].tolist()) for c in value.columns}}}
+            return value.item()  # a numpy number: a Python one
+        # a table: its index and columns, as lists
+        if type(value).__name__ == "DataFrame":
+            return {
+                "__table__": {
+                    "index": plain(list(value.index)),
+                    "names": list(value.index.names),
+                    "columns": {
+                        str(c): plain(value[c].tolist()) for c in value.columns
+                    },
+                }
+            }
         return value
 
     req = torch.load(request, weights_only=True)
-    args, kwargs = [built(a) for a in req["args"]], {k: built(v) for k, v in req["kwargs"].items()}
+    args, kwargs = (
+        [built(a) for a in req["args"]],
+        {k: built(v) for k, v in req["kwargs"].items()},
+    )
     try:
         with NoAttention():
             if req["kind"] == "call":
                 value = globals()[req["name"]](*args, **kwargs)
-                value = {"value": value, "args": args}  # the arguments after the call: changed in place?
-            elif req["kind"] == "describe":             # what a name is, for the graders' refusals
+                # the arguments after the call: changed in place?
+                value = {"value": value, "args": args}
+            # what a name is, for the graders' refusals
+            elif req["kind"] == "describe":
                 obj = globals().get(req["name"])
-                value = {"defined": req["name"] in globals(), "none": obj is None,
-                         "module": str(getattr(obj, "__module__", "__main__")), "callable": callable(obj)}
-            elif req["kind"] == "value":                # a name's value, which must be plain data
+                value = {
+                    "defined": req["name"] in globals(),
+                    "none": obj is None,
+                    "module": str(getattr(obj, "__module__", "__main__")),
+                    "callable": callable(obj),
+                }
+            # a name's value, which must be plain data
+            elif req["kind"] == "value":
                 value = globals()[req["name"]]
             elif req["kind"] == "method":
                 value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
-            else:                                       # "gradients": of sum(output * weights) for inputs, parameters
-                obj, inputs = _objects[req["handle"]], [a.clone().requires_grad_() for a in args[:req["inputs"]]]
-                out = obj(*inputs, *args[req["inputs"]:], **kwargs)
+            # "gradients": of sum(output * weights) for inputs, parameters
+            else:
+                obj, inputs = (
+                    _objects[req["handle"]],
+                    [a.clone().requires_grad_() for a in args[: req["inputs"]]],
+                )
+                out = obj(*inputs, *args[req["inputs"] :], **kwargs)
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 wrt = inputs + [obj.get_parameter(name) for name in req["name"]]
-                value = list(torch.autograd.grad((out * req["weights"]).sum(), wrt, allow_unused=True))
+                value = list(
+                    torch.autograd.grad(
+                        (out * req["weights"]).sum(), wrt, allow_unused=True
+                    )
+                )
         result = {"value": plain(value)}
     except Exception as e:
         import traceback
-        # the learner's line, as learner_call finds it (its LIBRARY, written out: a submission may have taken
-        # nmt_lib off the path, and the error must still come back)
-        lines = [f.line for f in traceback.extract_tb(e.__traceback__)[1:]
-                 if not any(part in f.filename for part in ("site-packages", "dist-packages", "nmt_lib")) and f.line]
-        result = {"error": type(e).__name__, "message": str(e).strip(), "line": lines[-1] if lines else ""}
+
+        # the learner's line, as learner_call finds it (its LIBRARY, written out: a
+        # submission may have taken nmt_lib off the path, and the error must still come
+        # back)
+        lines = [
+            f.line
+            for f in traceback.extract_tb(e.__traceback__)[1:]
+            if not any(
+                part in f.filename
+                for part in ("site-packages", "dist-packages", "nmt_lib")
+            )
+            and f.line
+        ]
+        result = {
+            "error": type(e).__name__,
+            "message": str(e).strip(),
+            "line": lines[-1] if lines else "",
+        }
     torch.save(result, answer)
-'''
+"""
 
 
 def withhold(source: str, names) -> str:
-    """`source` with each top-level function or class in `names` replaced by a stub that raises (a class stub
-    also refuses to be subclassed)."""
+    """`source` with each top-level function or class in `names` replaced by a stub that
+    raises (a class stub also refuses to be subclassed)."""
     tree = ast.parse(source)
     for i, node in enumerate(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
-            why = f"the course's {node.name} is withheld while this assignment is graded: write your own"
-            tree.body[i] = ast.parse(textwrap.dedent(f"""
+            why = (
+                f"the course's {node.name} is withheld while this assignment is graded:"
+                " write your own"
+            )
+            tree.body[i] = ast.parse(
+                textwrap.dedent(
+                    f"""
                 class {node.name}:
                     def __init_subclass__(cls, **kwargs):
                         raise TypeError({why!r})
 
                     def __init__(self, *args, **kwargs):
                         raise NotImplementedError({why!r})
-                """ if isinstance(node, ast.ClassDef) else f"""
+                """
+                    if isinstance(node, ast.ClassDef)
+                    else f"""
                 def {node.name}(*args, **kwargs):
                     raise NotImplementedError({why!r})
-                """)).body[0]
+                """
+                )
+            ).body[0]
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
 def course_copy(assignment: str, folder: Path) -> Path:
-    """A copy of `nmt_lib` in `folder` with the assignment's withheld names stubbed; returns `folder`."""
-    shutil.copytree(ROOT / "nmt_lib", folder / "nmt_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    """A copy of `nmt_lib` in `folder` with the assignment's withheld names stubbed;
+    returns `folder`."""
+    shutil.copytree(
+        ROOT / "nmt_lib",
+        folder / "nmt_lib",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     for module, names in WITHHELD[assignment].items():
         path = folder / "nmt_lib" / f"{module}.py"
-        path.write_text(withhold(path.read_text(encoding="utf-8"), names), encoding="utf-8")
+        path.write_text(
+            withhold(path.read_text(encoding="utf-8"), names), encoding="utf-8"
+        )
     return folder
 
 
-# What a cell that outruns the timeout leaves: the kernel is interrupted (nbclient's timeout fires only with an
-# asynchronous kernel manager), the cell reads as this error, and the next cell runs.
-TIMED_OUT = {"ename": "CellTimeoutError", "evalue": "stopped: it ran past the timeout", "traceback": []}
+# What a cell that outruns the timeout leaves: the kernel is interrupted (nbclient's
+# timeout fires only with an asynchronous kernel manager), the cell reads as this error,
+# and the next cell runs.
+TIMED_OUT = {
+    "ename": "CellTimeoutError",
+    "evalue": "stopped: it ran past the timeout",
+    "traceback": [],
+}
 
 
 class Sandbox:
-    """The submission's notebook run, cell after cell, in a kernel inside a copy of the course (see the module's
-    docstring); `call` then asks it for one of its names' results on plain arguments. One kernel serves every
-    call, so a submission that breaks its own kernel only fails its own later calls."""
+    """The submission's notebook run, cell after cell, in a kernel inside a copy of the
+    course (see the module's docstring); `call` then asks it for one of its names'
+    results on plain arguments. One kernel serves every call, so a submission that
+    breaks its own kernel only fails its own later calls."""
 
-    def __init__(self, assignment: str, notebook: Path, *, timeout: int = 600, carry=()):
-        self.assignment, self.notebook, self.timeout = assignment, Path(notebook), timeout
-        self.carry = carry                                # folders beside the notebook that its cells read
-        self.errors = []                                  # the first line of each error the cells raised
+    def __init__(
+        self, assignment: str, notebook: Path, *, timeout: int = 600, carry=()
+    ):
+        self.assignment, self.notebook, self.timeout = (
+            assignment,
+            Path(notebook),
+            timeout,
+        )
+        self.carry = carry  # folders beside the notebook that its cells read
+        self.errors = []  # the first line of each error the cells raised
 
     def __enter__(self):
         from jupyter_client.manager import AsyncKernelManager
@@ -177,26 +280,53 @@ class Sandbox:
 
         self._work = tempfile.TemporaryDirectory(prefix="nmt-sandbox-")
         self.folder = course_copy(self.assignment, Path(self._work.name))
-        for folder in self.carry:                         # a copy: the graders read the originals
+        for folder in self.carry:  # a copy: the graders read the originals
             if (self.notebook.parent / folder).is_dir():
                 shutil.copytree(self.notebook.parent / folder, self.folder / folder)
         nb = nbformat.read(self.notebook, as_version=4)
-        # the public check cells are the student's feedback; the graders run them here, outside
-        code = [c for c in nb.cells if c.cell_type == "code" and "run_check(" not in c.source]
-        self._nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PRELUDE.format(box=str(self.folder)))]
-                                            + code + [nbformat.v4.new_code_cell(PROBE)])
-        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel"))
-        self._client = NotebookClient(self._nb, km=km, timeout=self.timeout, allow_errors=True,
-                                      interrupt_on_timeout=True, error_on_timeout=TIMED_OUT,
-                                      resources={"metadata": {"path": str(self.folder)}})
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}      # the repository stays off the path
+        # the public check cells are the student's feedback; the graders run them here,
+        # outside
+        code = [
+            c
+            for c in nb.cells
+            if c.cell_type == "code" and "run_check(" not in c.source
+        ]
+        self._nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(PRELUDE.format(box=str(self.folder)))]
+            + code
+            + [nbformat.v4.new_code_cell(PROBE)]
+        )
+        km = AsyncKernelManager(
+            kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel")
+        )
+        self._client = NotebookClient(
+            self._nb,
+            km=km,
+            timeout=self.timeout,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            error_on_timeout=TIMED_OUT,
+            resources={"metadata": {"path": str(self.folder)}},
+        )
+        env = {
+            k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+        }  # the repository stays off the path
         self._kernel = self._client.setup_kernel(cwd=str(self.folder), env=env)
         self._kernel.__enter__()
         for index, cell in enumerate(self._nb.cells):
             self._client.execute_cell(cell, index)
-            self.errors += [f"cell {index}: stopped after {self.timeout} s" if o.get("ename") == "KeyboardInterrupt"
-                            else f"cell {index}: {o.get('ename')}: {((o.get('evalue') or '').splitlines() or [''])[0]}"
-                            for o in cell.outputs if o.get("output_type") == "error"]
+            self.errors += [
+                (
+                    f"cell {index}: stopped after {self.timeout} s"
+                    if o.get("ename") == "KeyboardInterrupt"
+                    else (
+                        f"cell {index}: {o.get('ename')}:"
+                        f" {((o.get('evalue') or '').splitlines() or [''])[0]}"
+                    )
+                )
+                for o in cell.outputs
+                if o.get("output_type") == "error"
+            ]
         self._calls = 0
         return self
 
@@ -208,17 +338,26 @@ class Sandbox:
             self._work.cleanup()
 
     def call(self, name: str, *args, **kwargs):
-        """`name(*args, **kwargs)` in the submission's kernel: its value as plain data (an object it builds, such as
-        a module, stays there: its `Remote` handle comes back instead), or the error it raised (`raised`)."""
+        """`name(*args, **kwargs)` in the submission's kernel: its value as plain data
+        (an object it builds, such as a module, stays there: its `Remote` handle comes
+        back instead), or the error it raised (`raised`).
+        """
         answer = self._ask("call", name, args, kwargs)
-        for mine, after in zip(args, answer["args"]):     # what the call did to the arguments it was given
-            if isinstance(mine, torch.Tensor) and isinstance(after, torch.Tensor) and not torch.equal(mine, after):
+        for mine, after in zip(
+            args, answer["args"]
+        ):  # what the call did to the arguments it was given
+            if (
+                isinstance(mine, torch.Tensor)
+                and isinstance(after, torch.Tensor)
+                and not torch.equal(mine, after)
+            ):
                 with torch.no_grad():
                     mine.copy_(after)
         return answer["value"]
 
     def describe(self, name: str) -> dict:
-        """What `name` is in the submission's kernel: defined, None, its module, callable."""
+        """What `name` is in the submission's kernel: defined, None, its module,
+        callable."""
         return self._ask("describe", name, (), {})
 
     def value(self, name: str):
@@ -227,32 +366,58 @@ class Sandbox:
 
     def _ask(self, kind: str, name, args, kwargs, **more):
         self._calls += 1
-        request, answer = self.folder / f"request-{self._calls}.pt", self.folder / f"answer-{self._calls}.pt"
-        torch.save({"kind": kind, "name": name, "args": [sent(a) for a in args],
-                    "kwargs": {k: sent(v) for k, v in kwargs.items()}, **more}, request)
+        request, answer = (
+            self.folder / f"request-{self._calls}.pt",
+            self.folder / f"answer-{self._calls}.pt",
+        )
+        torch.save(
+            {
+                "kind": kind,
+                "name": name,
+                "args": [sent(a) for a in args],
+                "kwargs": {k: sent(v) for k, v in kwargs.items()},
+                **more,
+            },
+            request,
+        )
         refuse = self.assignment in REFUSE_ATTENTION
-        cell = nbformat.v4.new_code_cell(f"_nmt_probe({str(request)!r}, {str(answer)!r}, {refuse})")
+        cell = nbformat.v4.new_code_cell(
+            f"_nmt_probe({str(request)!r}, {str(answer)!r}, {refuse})"
+        )
         self._nb.cells.append(cell)
         self._client.execute_cell(cell, len(self._nb.cells) - 1)
         try:
             result = torch.load(answer, weights_only=True)
         except FileNotFoundError:
-            why = [f"{o.get('ename')}: {o.get('evalue')}" for o in cell.outputs if o.get("output_type") == "error"]
-            raise CheckFailed(f"`{name}`: the submission's kernel gave no answer ({'; '.join(why) or 'no error'})")
+            why = [
+                f"{o.get('ename')}: {o.get('evalue')}"
+                for o in cell.outputs
+                if o.get("output_type") == "error"
+            ]
+            raise CheckFailed(
+                f"`{name}`: the submission's kernel gave no answer"
+                f" ({'; '.join(why) or 'no error'})"
+            )
         except Exception:
-            raise CheckFailed(f"`{name}` returned something that is not plain data (tensors, numbers, "
-                              "strings, lists, dicts)") from None
+            raise CheckFailed(
+                f"`{name}` returned something that is not plain data (tensors, numbers,"
+                " strings, lists, dicts)"
+            ) from None
         if "error" in result:
             raise raised(result["error"], result["message"], result.get("line", ""))
         try:
             return received(self, result["value"])
-        except Exception as e:                            # a table that is not one: a forged or broken value
-            raise CheckFailed(f"`{name}` came back as something that is not what it claims ({e})") from None
+        except Exception as e:  # a table that is not one: a forged or broken value
+            raise CheckFailed(
+                f"`{name}` came back as something that is not what it claims ({e})"
+            ) from None
 
 
 class Remote(nn.Module):
-    """An object the submission built, kept in its kernel: calling it, `load_state_dict`, `eval` and `gradients`
-    run there. An `nn.Module` here, so that the graders' checks that a learner's module is one pass."""
+    """An object the submission built, kept in its kernel: calling it,
+    `load_state_dict`, `eval` and `gradients` run there. An `nn.Module` here, so that
+    the graders' checks that a learner's module is one pass.
+    """
 
     def __init__(self, box: Sandbox, handle: int):
         super().__init__()
@@ -273,22 +438,45 @@ class Remote(nn.Module):
         return self
 
     def gradients(self, inputs, weights, parameters=(), *args, **kwargs):
-        """The gradients of sum(output * weights) with respect to `inputs` (the first arguments) and the named
-        `parameters`, computed in the submission's kernel; None where none reaches."""
-        return self._box._ask("gradients", list(parameters), [*inputs, *args], kwargs, handle=self._handle,
-                              inputs=len(inputs), weights=weights)
+        """The gradients of sum(output * weights) with respect to `inputs` (the first
+        arguments) and the named `parameters`, computed in the submission's kernel; None
+        where none reaches."""
+        return self._box._ask(
+            "gradients",
+            list(parameters),
+            [*inputs, *args],
+            kwargs,
+            handle=self._handle,
+            inputs=len(inputs),
+            weights=weights,
+        )
 
 
-# The builtin exceptions a submission's error comes back as (the graders catch some, such as ValueError); any
-# other is reported by its name in a RuntimeError.
-BUILTIN_ERRORS = {e.__name__: e for e in (ValueError, TypeError, RuntimeError, IndexError, KeyError,
-                                          NotImplementedError, AssertionError, AttributeError, ZeroDivisionError,
-                                          FileNotFoundError, ModuleNotFoundError, ImportError, NameError)}
+# The builtin exceptions a submission's error comes back as (the graders catch some,
+# such as ValueError); any other is reported by its name in a RuntimeError.
+BUILTIN_ERRORS = {
+    e.__name__: e
+    for e in (
+        ValueError,
+        TypeError,
+        RuntimeError,
+        IndexError,
+        KeyError,
+        NotImplementedError,
+        AssertionError,
+        AttributeError,
+        ZeroDivisionError,
+        FileNotFoundError,
+        ModuleNotFoundError,
+        ImportError,
+        NameError,
+    )
+}
 
 
 def raised(name: str, message: str, line: str = "") -> Exception:
-    """The error the submission raised, rebuilt here from its name, message and line only (never unpickled);
-    `learner_call` reports the line as the learner's."""
+    """The error the submission raised, rebuilt here from its name, message and line
+    only (never unpickled); `learner_call` reports the line as the learner's."""
     error = BUILTIN_ERRORS.get(name)
     error = error(message) if error else RuntimeError(f"{name}: {message}")
     error.learner_line = line
@@ -296,11 +484,12 @@ def raised(name: str, message: str, line: str = "") -> Exception:
 
 
 def sent(value):
-    """`value` as plain data for the submission's kernel: a course Transformer as its settings and weights, a
-    `Remote` as its handle."""
+    """`value` as plain data for the submission's kernel: a course Transformer as its
+    settings and weights, a `Remote` as its handle."""
     from dataclasses import asdict
 
     from nmt_lib.transformer import Transformer
+
     if isinstance(value, Remote):
         return {"__object__": value._handle}
     if isinstance(value, Transformer):
@@ -311,14 +500,19 @@ def sent(value):
 
 
 def received(box: Sandbox, value):
-    """An answer with each handle to an object in the submission's kernel made a `Remote`."""
+    """An answer with each handle to an object in the submission's kernel made a
+    `Remote`."""
     if isinstance(value, dict) and set(value) == {"__object__"}:
         return Remote(box, value["__object__"])
     if isinstance(value, dict) and set(value) == {"__table__"}:
         import pandas as pd
+
         table = value["__table__"]
-        index = (pd.MultiIndex.from_tuples(table["index"], names=table["names"]) if len(table["names"]) > 1
-                 else pd.Index(table["index"], name=table["names"][0]))
+        index = (
+            pd.MultiIndex.from_tuples(table["index"], names=table["names"])
+            if len(table["names"]) > 1
+            else pd.Index(table["index"], name=table["names"][0])
+        )
         return pd.DataFrame(table["columns"], index=index)
     if isinstance(value, (list, tuple)):
         return type(value)(received(box, v) for v in value)

@@ -1,4 +1,6 @@
-"""`python -m nmt_lib train|translate|evaluate`: the command-line tools of chapter 9 (`nmt_lib.run.cli`)."""
+"""`python -m nmt_lib train|translate|evaluate`: the command-line tools of chapter 9
+(`nmt_lib.run.cli`)."""
+
 import sys
 
 from nmt_lib.run.cli import main

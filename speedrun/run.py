@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""The two-core translation speedrun (book/speedrun.md): train a translator within a time budget on two CPU
-cores, score it on the public Tatoeba test, keep the run's record, and render the record table.
+"""The two-core translation speedrun (book/speedrun.md): train a translator within a
+time budget on two CPU cores, score it on the public Tatoeba test, keep the run's
+record, and render the record table.
 
-    python speedrun/run.py quick NAME "what it changes" --on BASE -- TRAIN OPTIONS ...   # one record
-    python speedrun/run.py main NAME "what it changes" --on BASE --resume -- TRAIN OPTIONS  # go on after a stop
-    python speedrun/run.py --table                          # records/speedrun.json from speedrun/records/
+    # one record
+    python speedrun/run.py quick NAME "what it changes" --on BASE -- TRAIN OPTIONS ...
+    # go on after a stop
+    python speedrun/run.py main NAME "what it changes" --on BASE --resume -- TRAIN ...
+    # records/speedrun.json from speedrun/records/
+    python speedrun/run.py --table
 
-A run is `python -m nmt_lib train --exclude tatoeba --time-limit BUDGET --threads 2` with the options given: the
-course's fra.txt without the test's sentences, trained for the track's minutes (quick 30, main 180; the clock of
-`--time-limit`, which starts once the corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS
-on 1,000 validation sentences, and the public Tatoeba test is translated greedily and with beam 4, scored by
-sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the commands, the training time and the CPU, the
-scores, and each test sentence's BLEU counts (chapter 4a's), from which the table gives a record's gain over the
-record it builds on (`--on`), with its paired-bootstrap interval.
+A run is `python -m nmt_lib train --exclude tatoeba --time-limit BUDGET --threads 2`
+with the options given: the course's fra.txt without the test's sentences, trained for
+the track's minutes (quick 30, main 180; the clock of `--time-limit`, which starts once
+the corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000
+validation sentences, and the public Tatoeba test is translated greedily and with beam
+4, scored by sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the
+commands, the training time and the CPU, the scores, and each test sentence's BLEU
+counts (chapter 4a's), from which the table gives a record's gain over the record it
+builds on (`--on`), with its paired-bootstrap interval.
 
-A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C, or a kill, which loses the
-updates since the last checkpoint) goes on with `--resume`, for the minutes its checkpoint has left; the record
-lists the sessions it trained in.
+A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C,
+or a kill, which loses the updates since the last checkpoint) goes on with `--resume`,
+for the minutes its checkpoint has left; the record lists the sessions it trained in.
 """
+
 import argparse
 import json
 import shlex
@@ -30,17 +37,21 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.records import RECORDS, write_record  # noqa: E402
 
-TRACKS = {"quick": 30, "main": 180}        # minutes of training on two CPU cores
-ALPHAS = (0.6, 1.0, 1.4)                   # length penalties tried for beam 4 on the validation split
+TRACKS = {"quick": 30, "main": 180}  # minutes of training on two CPU cores
+ALPHAS = (0.6, 1.0, 1.4)  # length penalties tried for beam 4 on the validation split
 HERE = Path(__file__).resolve().parent
 RUNS = ROOT / "runs" / "speedrun"
 
 
 def sentence_counts(hypotheses, references) -> list[str]:
-    """Each test sentence's BLEU counts (`sacrebleu_counts`, what the paired bootstrap draws) as one string of
-    numbers, so that a record holds a line per sentence."""
+    """Each test sentence's BLEU counts (`sacrebleu_counts`, what the paired bootstrap
+    draws) as one string of numbers, so that a record holds a line per sentence."""
     from nmt_lib.run.inference import sacrebleu_counts
-    return [" ".join(map(str, counts)) for counts in sacrebleu_counts(hypotheses, references)]
+
+    return [
+        " ".join(map(str, counts))
+        for counts in sacrebleu_counts(hypotheses, references)
+    ]
 
 
 def counts_of(record: dict) -> list[list[int]]:
@@ -48,32 +59,57 @@ def counts_of(record: dict) -> list[list[int]]:
 
 
 def read_records(track: str | None = None) -> list[dict]:
-    """The records of speedrun/records/ (one track's, if named), each track's in the order they were made."""
-    records = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (HERE / "records").glob("*.json")),
-                     key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]))
+    """The records of speedrun/records/ (one track's, if named), each track's in the
+    order they were made."""
+    records = sorted(
+        (
+            json.loads(p.read_text(encoding="utf-8"))
+            for p in (HERE / "records").glob("*.json")
+        ),
+        key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]),
+    )
     return [r for r in records if track in (None, r["track"])]
 
 
 def training(r: dict) -> str:
     """What a record's training took, as its table shows it."""
-    return f"{r['training_minutes']:.1f} min, {r['updates']:,} updates, {r['parameters'] / 1e6:.1f} M parameters"
+    return (
+        f"{r['training_minutes']:.1f} min, {r['updates']:,} updates,"
+        f" {r['parameters'] / 1e6:.1f} M parameters"
+    )
 
 
 def gain(mine: dict, theirs: dict) -> str:
-    """`mine`'s beam-4 score less `theirs`', with the paired bootstrap's 95% interval over the test sentences."""
+    """`mine`'s beam-4 score less `theirs`', with the paired bootstrap's 95% interval
+    over the test sentences."""
     import numpy as np
 
     from nmt_lib.metrics import paired_bootstrap
+
     a, b = paired_bootstrap(counts_of(mine), counts_of(theirs))
     low, high = np.percentile(a - b, [2.5, 97.5])
-    return f"{mine['beam4']['sacrebleu'] - theirs['beam4']['sacrebleu']:+.2f} ({low:+.2f} to {high:+.2f})"
+    return (
+        f"{mine['beam4']['sacrebleu'] - theirs['beam4']['sacrebleu']:+.2f} ({low:+.2f}"
+        f" to {high:+.2f})"
+    )
 
 
-def run(track: str, name: str, change: str, on: str | None, options: list[str], *, limit: int | None = None,
-        resume: bool = False, average: int = 1) -> Path:
-    """Train, score and write the record; `resume` goes on with the run's checkpoint for the budget it has left;
-    `average` > 1 scores the mean of the final weights and the last `average` - 1 epoch ends (kept by the
-    training option --keep-last); `limit` scores only the test's first lines (for trying the script)."""
+def run(
+    track: str,
+    name: str,
+    change: str,
+    on: str | None,
+    options: list[str],
+    *,
+    limit: int | None = None,
+    resume: bool = False,
+    average: int = 1,
+) -> Path:
+    """Train, score and write the record; `resume` goes on with the run's checkpoint for
+    the budget it has left; `average` > 1 scores the mean of the final weights and the
+    last `average` - 1 epoch ends (kept by the training option --keep-last); `limit`
+    scores only the test's first lines (for trying the script).
+    """
     import torch
 
     from nmt_lib.run.average import average_checkpoints, ema_checkpoint, kept_epochs
@@ -83,66 +119,157 @@ def run(track: str, name: str, change: str, on: str | None, options: list[str], 
 
     out, log = RUNS / f"{track}-{name}.pt", RUNS / f"{track}-{name}.log"
     if on is not None and not (HERE / "records" / f"{track}-{on}.json").is_file():
-        raise SystemExit(f"speedrun: --on {on}: there is no record speedrun/records/{track}-{on}.json")
+        raise SystemExit(
+            f"speedrun: --on {on}: there is no record"
+            f" speedrun/records/{track}-{on}.json"
+        )
     if average > 1 and any(o.split("=")[0] == "--ema" for o in options):
-        raise SystemExit("speedrun: --average and --ema: score the mean of epoch ends or the moving average, not both")
+        raise SystemExit(
+            "speedrun: --average and --ema: score the mean of epoch ends or the moving"
+            " average, not both"
+        )
     if out.exists() != resume:
-        raise SystemExit(f"speedrun: {out} exists; pass --resume to go on with its run, or move it away to run "
-                         "again" if out.exists() else f"speedrun: --resume: there is no {out} to go on with")
-    base = ["-m", "nmt_lib", "train", "--out", str(out.relative_to(ROOT)), "--threads", "2", "--progress", "lines"]
-    train = [*base, "--exclude", "tatoeba", "--time-limit", str(TRACKS[track]), *options]
+        raise SystemExit(
+            f"speedrun: {out} exists; pass --resume to go on with its run, or move it"
+            " away to run again"
+            if out.exists()
+            else f"speedrun: --resume: there is no {out} to go on with"
+        )
+    base = [
+        "-m",
+        "nmt_lib",
+        "train",
+        "--out",
+        str(out.relative_to(ROOT)),
+        "--threads",
+        "2",
+        "--progress",
+        "lines",
+    ]
+    train = [
+        *base,
+        "--exclude",
+        "tatoeba",
+        "--time-limit",
+        str(TRACKS[track]),
+        *options,
+    ]
     command = train
     if resume:
         progress = read_payload(out, "cpu")["progress"]
         left = TRACKS[track] - progress["seconds"] / 60
-        command = None if progress["stopped"] == "time_limit" else [*base, "--resume", "--time-limit", f"{left:.2f}"]
+        command = (
+            None
+            if progress["stopped"] == "time_limit"
+            else [*base, "--resume", "--time-limit", f"{left:.2f}"]
+        )
     RUNS.mkdir(parents=True, exist_ok=True)
     if command is not None:
         with open(log, "a" if resume else "w") as err:
-            if subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err).returncode != 0:
-                raise SystemExit(f"speedrun: training stopped or failed; see {log}, and go on with --resume")
+            if (
+                subprocess.run(
+                    [sys.executable, *command], cwd=ROOT, stderr=err
+                ).returncode
+                != 0
+            ):
+                raise SystemExit(
+                    f"speedrun: training stopped or failed; see {log}, and go on with"
+                    " --resume"
+                )
     scored = out
-    if average == 1 and read_payload(out, "cpu").get("ema") is not None:    # trained with --ema: the model is it
+    if (
+        average == 1 and read_payload(out, "cpu").get("ema") is not None
+    ):  # trained with --ema: the model is it
         scored = ema_checkpoint(out, RUNS / f"{track}-{name}.ema.pt")
     elif average > 1:
-        kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][-(average - 1):]
+        kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][
+            -(average - 1) :
+        ]
         if len(kept) < average - 1:
-            raise SystemExit(f"speedrun: --average {average} needs {average - 1} epoch ends kept beside {out}, "
-                             f"found {len(kept)}: train with --keep-last {average - 1} or more, or average fewer")
+            raise SystemExit(
+                f"speedrun: --average {average} needs {average - 1} epoch ends kept"
+                f" beside {out}, found {len(kept)}: train with --keep-last"
+                f" {average - 1} or more, or average fewer"
+            )
         scored = average_checkpoints([*kept, out], RUNS / f"{track}-{name}.mean.pt")
     torch.set_num_threads(2)
     ckpt = load_checkpoint(scored, device="cpu")
-    corpus = ParallelCorpus.from_settings(ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
-    valid = {a: evaluate_checkpoint(ckpt, split="valid", beam=4, alpha=a, limit=1000, corpus=corpus)["sacrebleu"]
-             for a in ALPHAS}
+    corpus = ParallelCorpus.from_settings(
+        ckpt.payload["data"], vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab)
+    )
+    valid = {
+        a: evaluate_checkpoint(
+            ckpt, split="valid", beam=4, alpha=a, limit=1000, corpus=corpus
+        )["sacrebleu"]
+        for a in ALPHAS
+    }
     alpha = max(valid, key=valid.get)
-    greedy, beam = evaluate_public(ckpt, beam=1, limit=limit), evaluate_public(ckpt, beam=4, alpha=alpha, limit=limit)
+    greedy, beam = (
+        evaluate_public(ckpt, beam=1, limit=limit),
+        evaluate_public(ckpt, beam=4, alpha=alpha, limit=limit),
+    )
     progress = ckpt.payload["progress"]
-    record = {"kind": "speedrun", "track": track, "name": name, "change": change, "on": on,
-              "command": shlex.join(["python", "speedrun/run.py", track, name, change, *(["--on", on] if on else []),
-                                     *(["--average", str(average)] if average > 1 else []), "--", *options]),
-              "train_command": shlex.join(["python", *train]), "budget_minutes": TRACKS[track],
-              "training_minutes": progress["seconds"] / 60, "sessions": progress["sessions"], "updates": progress["step"],
-              "averaged": ckpt.payload.get("averaged"),
-              "parameters": ckpt.parameters, "config": ckpt.payload["config"], "parts": ckpt.payload.get("parts"),
-              "valid_beam4_by_alpha": valid, "alpha": alpha, "signature": beam["signature"],
-              **{search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]} for search, r in (("greedy", greedy),
-                                                                                          ("beam4", beam))},
-              "counts_beam4": sentence_counts(beam["hypotheses"], beam["reference_lines"])}
+    record = {
+        "kind": "speedrun",
+        "track": track,
+        "name": name,
+        "change": change,
+        "on": on,
+        "command": shlex.join(
+            [
+                "python",
+                "speedrun/run.py",
+                track,
+                name,
+                change,
+                *(["--on", on] if on else []),
+                *(["--average", str(average)] if average > 1 else []),
+                "--",
+                *options,
+            ]
+        ),
+        "train_command": shlex.join(["python", *train]),
+        "budget_minutes": TRACKS[track],
+        "training_minutes": progress["seconds"] / 60,
+        "sessions": progress["sessions"],
+        "updates": progress["step"],
+        "averaged": ckpt.payload.get("averaged"),
+        "parameters": ckpt.parameters,
+        "config": ckpt.payload["config"],
+        "parts": ckpt.payload.get("parts"),
+        "valid_beam4_by_alpha": valid,
+        "alpha": alpha,
+        "signature": beam["signature"],
+        **{
+            search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]}
+            for search, r in (("greedy", greedy), ("beam4", beam))
+        },
+        "counts_beam4": sentence_counts(beam["hypotheses"], beam["reference_lines"]),
+    }
     return write_record(HERE / "records" / f"{track}-{name}.json", record)
 
 
 def write_table(path: Path, table: dict) -> Path:
-    """`write_record`, unless the file holds this table already: rendering again changes no file."""
-    if path.exists() and {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items()
-                          if k not in ("recorded", "machine")} == table:
+    """`write_record`, unless the file holds this table already: rendering again changes
+    no file."""
+    if (
+        path.exists()
+        and {
+            k: v
+            for k, v in json.loads(path.read_text(encoding="utf-8")).items()
+            if k not in ("recorded", "machine")
+        }
+        == table
+    ):
         return path
     return write_record(path, table)
 
 
 def table() -> Path:
-    """records/speedrun.json: a row per record, each track in the order its records were made; and
-    records/speedrun-best.json, the README's: each track's highest-scoring record (beam 4), without its command."""
+    """records/speedrun.json: a row per record, each track in the order its records were
+    made; and records/speedrun-best.json, the README's: each track's highest-scoring
+    record (beam 4), without its command.
+    """
     records = read_records()
     named = {(r["track"], r["name"]): r for r in records}
     rows = []
@@ -150,43 +277,120 @@ def table() -> Path:
         over = "the baseline"
         if r["on"] is not None:
             over = f"{gain(r, named[r['track'], r['on']])} over {r['on']}"
-        rows.append([r["track"], r["name"], r["change"], f"**{r['beam4']['sacrebleu']:.2f}** (α {r['alpha']:g})",
-                     f"{r['greedy']['sacrebleu']:.2f}", over, training(r), r["machine"]["cpu"], f"`{r['command']}`"])
-    columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy",
-               "gain over the record it builds on (95% interval)", "training", "CPU", "command"]
-    best = {}                                                      # track -> (row, record), tracks in order
+        rows.append(
+            [
+                r["track"],
+                r["name"],
+                r["change"],
+                f"**{r['beam4']['sacrebleu']:.2f}** (α {r['alpha']:g})",
+                f"{r['greedy']['sacrebleu']:.2f}",
+                over,
+                training(r),
+                r["machine"]["cpu"],
+                f"`{r['command']}`",
+            ]
+        )
+    columns = [
+        "track",
+        "record",
+        "what it changes",
+        "test BLEU, beam 4",
+        "greedy",
+        "gain over the record it builds on (95% interval)",
+        "training",
+        "CPU",
+        "command",
+    ]
+    best = {}  # track -> (row, record), tracks in order
     for row, r in zip(rows, records):
-        if r["track"] not in best or r["beam4"]["sacrebleu"] > best[r["track"]][1]["beam4"]["sacrebleu"]:
+        if (
+            r["track"] not in best
+            or r["beam4"]["sacrebleu"] > best[r["track"]][1]["beam4"]["sacrebleu"]
+        ):
             best[r["track"]] = row, r
-    write_table(RECORDS / "speedrun-best.json", {
-        "kind": "speedrun table", "command": "python speedrun/run.py --table",
-        "caption": "each track's highest beam-4 score, a tie or not; every record, with its command, on "
-                   "[the speedrun page](book/speedrun.md)",
-        "tables": [{"columns": columns[:-1], "rows": [row[:-1] for row, _ in best.values()], "align": "llllrrll"}]})
-    return write_table(RECORDS / "speedrun.json", {
-        "kind": "speedrun table", "command": "python speedrun/run.py --table",
-        "caption": f"sacreBLEU on the public Tatoeba test, {records[0]['signature'] if records else ''}; rendered "
-                   "from speedrun/records/ by `python speedrun/run.py --table`",
-        "tables": [{"columns": columns, "rows": rows, "align": "llllrrlll"}]})
+    write_table(
+        RECORDS / "speedrun-best.json",
+        {
+            "kind": "speedrun table",
+            "command": "python speedrun/run.py --table",
+            "caption": (
+                "each track's highest beam-4 score, a tie or not; every record, with"
+                " its command, on [the speedrun page](book/speedrun.md)"
+            ),
+            "tables": [
+                {
+                    "columns": columns[:-1],
+                    "rows": [row[:-1] for row, _ in best.values()],
+                    "align": "llllrrll",
+                }
+            ],
+        },
+    )
+    return write_table(
+        RECORDS / "speedrun.json",
+        {
+            "kind": "speedrun table",
+            "command": "python speedrun/run.py --table",
+            "caption": (
+                "sacreBLEU on the public Tatoeba test,"
+                f" {records[0]['signature'] if records else ''}; rendered from"
+                " speedrun/records/ by `python speedrun/run.py --table`"
+            ),
+            "tables": [{"columns": columns, "rows": rows, "align": "llllrrlll"}],
+        },
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("track", nargs="?", choices=list(TRACKS))
-    parser.add_argument("name", nargs="?", help="the record's name: letters, digits and dashes")
-    parser.add_argument("change", nargs="?", help="what the run changes, in a few words")
-    parser.add_argument("--on", help="the record of this track that the run changes (none: a baseline)")
-    parser.add_argument("--average", type=int, default=1, metavar="N",
-                        help="score the mean of the final weights and the last N - 1 epoch ends (train with "
-                             "--keep-last N - 1 or more)")
-    parser.add_argument("--resume", action="store_true", help="go on with the run's checkpoint for its budget's rest")
-    parser.add_argument("--table", action="store_true", help="only render records/speedrun.json")
+    parser.add_argument(
+        "name", nargs="?", help="the record's name: letters, digits and dashes"
+    )
+    parser.add_argument(
+        "change", nargs="?", help="what the run changes, in a few words"
+    )
+    parser.add_argument(
+        "--on", help="the record of this track that the run changes (none: a baseline)"
+    )
+    parser.add_argument(
+        "--average",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "score the mean of the final weights and the last N - 1 epoch ends (train"
+            " with --keep-last N - 1 or more)"
+        ),
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run's checkpoint for its budget's rest",
+    )
+    parser.add_argument(
+        "--table", action="store_true", help="only render records/speedrun.json"
+    )
     args, options = parser.parse_known_args(argv)
     options = [o for o in options if o != "--"]
     if not args.table:
-        if not (args.track and args.name and args.change) or not args.name.replace("-", "").isalnum():
-            parser.error("give the track, a name (letters, digits, dashes) and what the run changes")
-        written = run(args.track, args.name, args.change, args.on, options, resume=args.resume, average=args.average)
+        if (
+            not (args.track and args.name and args.change)
+            or not args.name.replace("-", "").isalnum()
+        ):
+            parser.error(
+                "give the track, a name (letters, digits, dashes) and what the run"
+                " changes"
+            )
+        written = run(
+            args.track,
+            args.name,
+            args.change,
+            args.on,
+            options,
+            resume=args.resume,
+            average=args.average,
+        )
         print(f"speedrun: wrote {written}")
     print(f"speedrun: wrote {table()}")
     return 0

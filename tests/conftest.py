@@ -1,5 +1,6 @@
-"""Shared by the tests: the tools on the import path, one small corpus, the command line and tqdm as a test
-reads them, and the `slow` marker."""
+"""Shared by the tests: the tools on the import path, one small corpus, the command line
+and tqdm as a test reads them, and the `slow` marker."""
+
 import inspect
 import sys
 from pathlib import Path
@@ -9,13 +10,29 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-# A small English-German corpus built from templates: every line is "english<TAB>german<TAB>note",
-# the third column as in fra.txt, whose last column credits the translators.
-SUBJECTS = [("i", "ich", "bin", "habe", "sehe"), ("you", "du", "bist", "hast", "siehst"),
-            ("we", "wir", "sind", "haben", "sehen"), ("they", "sie", "sind", "haben", "sehen")]
-ADJECTIVES = [("tired", "müde"), ("happy", "glücklich"), ("cold", "kalt"), ("hungry", "hungrig"), ("late", "spät")]
-NOUNS = [("a dog", "einen Hund"), ("a car", "ein Auto"), ("the house", "das Haus"), ("a book", "ein Buch"),
-         ("the cat", "die Katze")]
+# A small English-German corpus built from templates: every line is
+# "english<TAB>german<TAB>note", the third column as in fra.txt, whose last column
+# credits the translators.
+SUBJECTS = [
+    ("i", "ich", "bin", "habe", "sehe"),
+    ("you", "du", "bist", "hast", "siehst"),
+    ("we", "wir", "sind", "haben", "sehen"),
+    ("they", "sie", "sind", "haben", "sehen"),
+]
+ADJECTIVES = [
+    ("tired", "müde"),
+    ("happy", "glücklich"),
+    ("cold", "kalt"),
+    ("hungry", "hungrig"),
+    ("late", "spät"),
+]
+NOUNS = [
+    ("a dog", "einen Hund"),
+    ("a car", "ein Auto"),
+    ("the house", "das Haus"),
+    ("a book", "ein Buch"),
+    ("the cat", "die Katze"),
+]
 
 
 def german_lines() -> list[str]:
@@ -24,10 +41,16 @@ def german_lines() -> list[str]:
         cap, de_cap, be = en.capitalize(), de.capitalize(), "am" if en == "i" else "are"
         for adj_en, adj_de in ADJECTIVES:
             lines.append(f"{cap} {be} {adj_en}.\t{de_cap} {sein} {adj_de}.\tCC-BY test")
-            lines.append(f"{cap} {be} not {adj_en}!\t{de_cap} {sein} nicht {adj_de}!\tCC-BY test")
+            lines.append(
+                f"{cap} {be} not {adj_en}!\t{de_cap} {sein} nicht {adj_de}!\tCC-BY test"
+            )
         for noun_en, noun_de in NOUNS:
-            lines.append(f"{cap} have {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test")
-            lines.append(f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test")
+            lines.append(
+                f"{cap} have {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test"
+            )
+            lines.append(
+                f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test"
+            )
     return lines
 
 
@@ -46,7 +69,8 @@ def last_drawings(err: str) -> list[str]:
 
 
 def write_corpus(folder: Path) -> Path:
-    """The corpus as a file in `folder`, for the tests that start processes of their own."""
+    """The corpus as a file in `folder`, for the tests that start processes of their
+    own."""
     path = Path(folder) / "deu.txt"
     path.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
     return path
@@ -57,14 +81,17 @@ def de_corpus(tmp_path):
     return write_corpus(tmp_path)
 
 
-# A test is slow when it drives a browser, starts processes (the command line, torchrun, a kernel) or
-# injects faults: `pytest -m "not slow" tests` is the quick loop without them.
+# A test is slow when it drives a browser, starts processes (the command line, torchrun,
+# a kernel) or injects faults: `pytest -m "not slow" tests` is the quick loop without
+# them.
 SLOW_MODULES = {"test_browser", "test_faults"}
 SLOW_CALLS = ("cli_run(", "subprocess.", "torchrun", "nbclient", "train(data")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: drives a browser, starts processes or injects faults")
+    config.addinivalue_line(
+        "markers", "slow: drives a browser, starts processes or injects faults"
+    )
 
 
 def pytest_collection_modifyitems(items):
@@ -72,5 +99,7 @@ def pytest_collection_modifyitems(items):
         if not isinstance(item, pytest.Function):
             continue
         source = inspect.getsource(item.function)
-        if item.module.__name__ in SLOW_MODULES or any(call in source for call in SLOW_CALLS):
+        if item.module.__name__ in SLOW_MODULES or any(
+            call in source for call in SLOW_CALLS
+        ):
             item.add_marker(pytest.mark.slow)

@@ -1,5 +1,8 @@
-"""Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N epoch ends, and
-`average` writes the mean of a run's checkpoints, refusing checkpoints of different runs."""
+"""Checkpoint averaging (`nmt_lib.run.average`): `train --keep-last N` keeps the last N
+epoch ends, and `average` writes the mean of a run's checkpoints, refusing checkpoints
+of different runs.
+"""
+
 import os
 
 import pytest
@@ -14,15 +17,36 @@ from nmt_lib.transformer import Transformer, TransformerConfig
 
 def tiny(corpus, seed=3):
     torch.manual_seed(seed)
-    return Transformer(TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), d_model=16, n_heads=2,
-                                         d_ff=32, n_layers=1, max_len=32))
+    return Transformer(
+        TransformerConfig(
+            len(corpus.src_vocab),
+            len(corpus.tgt_vocab),
+            d_model=16,
+            n_heads=2,
+            d_ff=32,
+            n_layers=1,
+            max_len=32,
+        )
+    )
 
 
 def train(corpus, out, epochs=4, keep_last=2, seed=3):
-    settings = RunSettings(epochs=epochs, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=3,
-                           keep_last=keep_last)
-    return train_run(tiny(corpus, seed), corpus, settings, checkpoint=out, report="none",
-                    save_kwargs={"data": corpus.settings})
+    settings = RunSettings(
+        epochs=epochs,
+        max_tokens=60,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=3,
+        keep_last=keep_last,
+    )
+    return train_run(
+        tiny(corpus, seed),
+        corpus,
+        settings,
+        checkpoint=out,
+        report="none",
+        save_kwargs={"data": corpus.settings},
+    )
 
 
 @pytest.fixture
@@ -35,12 +59,20 @@ def run(de_corpus, tmp_path):
 def test_keep_last_keeps_exactly_the_last_epoch_ends(run, tmp_path):
     corpus, out, progress = run
     kept = sorted(p.name for p in tmp_path.glob("run.epoch*.pt"))
-    assert kept == ["run.epoch3.pt", "run.epoch4.pt"]                 # epochs 1 and 2 were let go
+    assert kept == ["run.epoch3.pt", "run.epoch4.pt"]  # epochs 1 and 2 were let go
     ends = dict(zip(progress["history"]["epoch"], progress["history"]["epoch_step"]))
-    for epoch in (3, 4):                                              # each holds its own epoch's end
-        assert load_checkpoint(epoch_checkpoint(out, epoch), device="cpu").step == ends[epoch]
-    last, final = load_checkpoint(epoch_checkpoint(out, 4), device="cpu"), load_checkpoint(out, device="cpu")
-    for a, b in zip(last.model.state_dict().values(), final.model.state_dict().values()):
+    for epoch in (3, 4):  # each holds its own epoch's end
+        assert (
+            load_checkpoint(epoch_checkpoint(out, epoch), device="cpu").step
+            == ends[epoch]
+        )
+    last, final = (
+        load_checkpoint(epoch_checkpoint(out, 4), device="cpu"),
+        load_checkpoint(out, device="cpu"),
+    )
+    for a, b in zip(
+        last.model.state_dict().values(), final.model.state_dict().values()
+    ):
         assert torch.equal(a, b)
 
 
@@ -52,15 +84,20 @@ def test_average_is_the_mean_of_the_weights_and_cannot_be_resumed(run, tmp_path)
     avg = load_checkpoint(mean, device="cpu")
     for name, t in avg.model.state_dict().items():
         torch.testing.assert_close(t, (a[name] + b[name]) / 2)
-    assert any(not torch.equal(a[name], b[name]) for name in a)       # two different checkpoints were averaged
+    assert any(
+        not torch.equal(a[name], b[name]) for name in a
+    )  # two different checkpoints were averaged
     assert avg.payload["optimizer"] is None and avg.payload["averaged"] == sorted(
-        load_checkpoint(p, device="cpu").step for p in paths)
+        load_checkpoint(p, device="cpu").step for p in paths
+    )
     assert avg.step == max(load_checkpoint(p, device="cpu").step for p in paths)
 
 
-def test_checkpoints_of_different_runs_or_named_twice_are_refused(run, de_corpus, tmp_path):
+def test_checkpoints_of_different_runs_or_named_twice_are_refused(
+    run, de_corpus, tmp_path
+):
     corpus, out, _ = run
-    other = ParallelCorpus(de_corpus, min_freq=1, seed=5)              # another split: another run
+    other = ParallelCorpus(de_corpus, min_freq=1, seed=5)  # another split: another run
     train(other, tmp_path / "other.pt", epochs=1, keep_last=0)
     with pytest.raises(CheckpointError, match="not of the same run.*data"):
         average_checkpoints([out, tmp_path / "other.pt"], tmp_path / "avg.pt")
@@ -69,7 +106,9 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(run, de_corpus
     os.link(out, tmp_path / "link.pt")
     with pytest.raises(ValueError, match="named twice.*link"):
         average_checkpoints([out, tmp_path / "link.pt"], tmp_path / "avg.pt")
-    with pytest.raises(ValueError, match="holds the same update"):      # the last epoch end, saved again at the end
+    with pytest.raises(
+        ValueError, match="holds the same update"
+    ):  # the last epoch end, saved again at the end
         average_checkpoints([epoch_checkpoint(out, 4), out], tmp_path / "avg.pt")
     copy = tmp_path / "copy.pt"
     copy.write_bytes(out.read_bytes())
@@ -77,28 +116,59 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(run, de_corpus
         average_checkpoints([out, copy], tmp_path / "avg.pt")
     with pytest.raises(ValueError, match="is one of the checkpoints"):
         average_checkpoints([out, epoch_checkpoint(out, 3)], out)
-    with pytest.raises(ValueError, match="a run's checkpoint, which it could no longer resume from"):
-        average_checkpoints([epoch_checkpoint(out, 3), epoch_checkpoint(out, 4)], tmp_path / "other.pt")
+    with pytest.raises(
+        ValueError, match="a run's checkpoint, which it could no longer resume from"
+    ):
+        average_checkpoints(
+            [epoch_checkpoint(out, 3), epoch_checkpoint(out, 4)], tmp_path / "other.pt"
+        )
     assert not (tmp_path / "avg.pt").exists()
 
 
-def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_exactly(de_corpus, tmp_path):
+def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_exactly(
+    de_corpus, tmp_path
+):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    settings = dict(epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0, ema=0.75)
-    weights = []                          # the model after updates 1, 2 and 3, each from a run stopped there
+    settings = dict(
+        epochs=3,
+        max_tokens=60,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=0,
+        ema=0.75,
+    )
+    weights = []  # the model after updates 1, 2 and 3, each from a run stopped there
     for steps in (1, 2, 3):
         model = tiny(corpus)
-        train_run(model, corpus, RunSettings(max_steps=steps, **settings), checkpoint=tmp_path / f"{steps}.pt",
-                  report="none", save_kwargs={"data": corpus.settings})
+        train_run(
+            model,
+            corpus,
+            RunSettings(max_steps=steps, **settings),
+            checkpoint=tmp_path / f"{steps}.pt",
+            report="none",
+            save_kwargs={"data": corpus.settings},
+        )
         weights.append(model.state_dict())
-    expected = {k: 0.75 * (0.75 * w1 + 0.25 * weights[1][k]) + 0.25 * weights[2][k] for k, w1 in weights[0].items()}
+    expected = {
+        k: 0.75 * (0.75 * w1 + 0.25 * weights[1][k]) + 0.25 * weights[2][k]
+        for k, w1 in weights[0].items()
+    }
     ema = ema_checkpoint(tmp_path / "3.pt", tmp_path / "ema.pt")
     for name, t in load_checkpoint(ema, device="cpu").model.state_dict().items():
         torch.testing.assert_close(t, expected[name])
     resumed = load_checkpoint(tmp_path / "2.pt", device="cpu")
-    train_run(resumed.model, corpus, RunSettings(max_steps=3, **settings), resume=resumed.payload,
-              checkpoint=tmp_path / "2.pt", report="none", save_kwargs={"data": corpus.settings})
-    resumed_ema, straight_ema = (torch.load(tmp_path / p, weights_only=True)["ema"] for p in ("2.pt", "3.pt"))
+    train_run(
+        resumed.model,
+        corpus,
+        RunSettings(max_steps=3, **settings),
+        resume=resumed.payload,
+        checkpoint=tmp_path / "2.pt",
+        report="none",
+        save_kwargs={"data": corpus.settings},
+    )
+    resumed_ema, straight_ema = (
+        torch.load(tmp_path / p, weights_only=True)["ema"] for p in ("2.pt", "3.pt")
+    )
     assert resumed_ema.keys() == straight_ema.keys()
     assert all(torch.equal(resumed_ema[k], straight_ema[k]) for k in straight_ema)
     with pytest.raises(ValueError, match="keeps no moving average.*--ema"):

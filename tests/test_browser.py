@@ -1,9 +1,11 @@
-"""Browser tests in headless Chromium (Playwright): JupyterLab runs chapter 8 and its translator app, and the
-built book reads offline with its math rendered and its images loaded.
+"""Browser tests in headless Chromium (Playwright): JupyterLab runs chapter 8 and its
+translator app, and the built book reads offline with its math rendered and its images
+loaded.
 
-`make test` builds the book first and installs Chromium when it is missing; it passes the
-browser's path in NMT_CHROMIUM. Screenshots go to build/screenshots/.
+`make test` builds the book first and installs Chromium when it is missing; it passes
+the browser's path in NMT_CHROMIUM. Screenshots go to build/screenshots/.
 """
+
 import contextlib
 import functools
 import http.server
@@ -29,15 +31,30 @@ SHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = os.environ.get("NMT_CHROMIUM", "/usr/bin/chromium")
 # Chromium's own background traffic (updates, sync, field trials) is switched off: the
 # machines that run CI have no internet, and the book must not need any.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
-WIDGET_NOTEBOOK = "08_evaluation.ipynb"       # ends with the translator app (nmt_lib.run.app)
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+WIDGET_NOTEBOOK = (  # ends with the translator app (nmt_lib.run.app)
+    "08_evaluation.ipynb"
+)
 FREE_INPUT = "My sister forgot her umbrella at the station yesterday."
 
 if not Path(CHROMIUM).is_file():
-    if "NMT_CHROMIUM" in os.environ:        # make test promised a browser: its absence is a failure
+    if (
+        "NMT_CHROMIUM" in os.environ
+    ):  # make test promised a browser: its absence is a failure
         pytest.fail(f"Chromium not found at {CHROMIUM}", pytrace=False)
-    pytest.skip(f"no Chromium at {CHROMIUM} (make test installs it; or set NMT_CHROMIUM)", allow_module_level=True)
+    pytest.skip(
+        f"no Chromium at {CHROMIUM} (make test installs it; or set NMT_CHROMIUM)",
+        allow_module_level=True,
+    )
 
 
 def free_port() -> int:
@@ -48,7 +65,10 @@ def free_port() -> int:
 
 def is_local(url: str) -> bool:
     parsed = urlparse(url)
-    return parsed.scheme in ("data", "blob", "about") or parsed.hostname in ("127.0.0.1", "localhost")
+    return parsed.scheme in ("data", "blob", "about") or parsed.hostname in (
+        "127.0.0.1",
+        "localhost",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +96,7 @@ def page(browser):
             route.abort()
 
     page.route("**/*", guard)
-    page.console = []          # what the page logged, printed when a test fails
+    page.console = []  # what the page logged, printed when a test fails
     page.on("console", lambda m: page.console.append(f"{m.type}: {m.text[:300]}"))
     try:
         yield page
@@ -87,24 +107,50 @@ def page(browser):
 @contextlib.contextmanager
 def jupyter_lab(workdir: Path, port: int, token: str):
     """JupyterLab on 127.0.0.1:port serving `workdir`; always stopped on the way out."""
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={workdir}", "--LabApp.news_url=", "--LabApp.check_for_updates_class="
-           "jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={workdir}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    env = dict(os.environ, NMT_QUICK="1", JUPYTER_CONFIG_DIR=str(workdir / ".jupyter"),
-               JUPYTER_RUNTIME_DIR=str(workdir / ".runtime"), JUPYTERLAB_WORKSPACES_DIR=str(workdir / ".ws"))
+    env = dict(
+        os.environ,
+        NMT_QUICK="1",
+        JUPYTER_CONFIG_DIR=str(workdir / ".jupyter"),
+        JUPYTER_RUNTIME_DIR=str(workdir / ".runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(workdir / ".ws"),
+    )
     log = open(workdir / "lab.log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=workdir,
+        start_new_session=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with {proc.returncode}:\n{(workdir / 'lab.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    "JupyterLab exited with"
+                    f" {proc.returncode}:\n{(workdir / 'lab.log').read_text()[-2000:]}"
+                )
             try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                with urllib.request.urlopen(
+                    f"{url}/api/status?token={token}", timeout=2
+                ) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -124,7 +170,8 @@ def jupyter_lab(workdir: Path, port: int, token: str):
 
 
 def copy_without_outputs(src: Path, dst: Path) -> int:
-    """Copy a notebook with its outputs and execution counts removed; return its number of code cells."""
+    """Copy a notebook with its outputs and execution counts removed; return its number
+    of code cells."""
     nb = json.loads(src.read_text(encoding="utf-8"))
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     for cell in code:
@@ -133,51 +180,70 @@ def copy_without_outputs(src: Path, dst: Path) -> int:
     return len(code)
 
 
-def wait_for_idle_kernel(page, url: str, token: str, path: str, timeout: float = 120) -> str:
+def wait_for_idle_kernel(
+    page, url: str, token: str, path: str, timeout: float = 120
+) -> str:
     """Wait until the server reports a kernel for `path` that has started and is idle.
 
-    Lab's execution indicator says "idle" before any kernel exists, so it cannot tell on its
-    own that a Run All would reach a kernel; the server's session list can. The waits go
-    through `page.wait_for_timeout`, not `time.sleep`: the request guard runs in this thread,
-    and a blocked thread would hold up every request the page makes.
+    Lab's execution indicator says "idle" before any kernel exists, so it cannot tell on
+    its own that a Run All would reach a kernel; the server's session list can. The
+    waits go through `page.wait_for_timeout`, not `time.sleep`: the request guard runs
+    in this thread, and a blocked thread would hold up every request the page makes.
     """
     deadline = time.monotonic() + timeout
     state = "no session"
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=5) as r:
-            sessions = [s for s in json.load(r) if s.get("path") == path and s.get("kernel")]
+        with urllib.request.urlopen(
+            f"{url}/api/sessions?token={token}", timeout=5
+        ) as r:
+            sessions = [
+                s for s in json.load(r) if s.get("path") == path and s.get("kernel")
+            ]
         if sessions:
             state = sessions[0]["kernel"]["execution_state"]
             if state == "idle":
                 return sessions[0]["kernel"]["id"]
         page.wait_for_timeout(500)
-    raise AssertionError(f"the kernel for {path} was not idle within {timeout:.0f} s (last state: {state})")
+    raise AssertionError(
+        f"the kernel for {path} was not idle within {timeout:.0f} s (last state:"
+        f" {state})"
+    )
 
 
 @contextlib.contextmanager
 def lab_notebook(page, tmp_path: Path, name: str, shot: str):
-    """JupyterLab showing a copy of notebooks/NAME without its outputs (whatever appears was produced by
-    this run, and the committed file stays as it is: Run All marks the notebook dirty and Lab may
-    autosave), its kernel started and idle. Yields (url, token, notebook, indicator, number of code
-    cells); on failure, saves SHOT-failure.png and prints the console and Lab's log."""
+    """JupyterLab showing a copy of notebooks/NAME without its outputs (whatever appears
+    was produced by this run, and the committed file stays as it is: Run All marks the
+    notebook dirty and Lab may autosave), its kernel started and idle. Yields (url,
+    token, notebook, indicator, number of code cells); on failure, saves
+    SHOT-failure.png and prints the console and Lab's log."""
     n_code = copy_without_outputs(ROOT / "notebooks" / name, tmp_path / name)
     token = secrets.token_hex(16)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with jupyter_lab(tmp_path, free_port(), token) as url:
         try:
             page.goto(f"{url}/lab/tree/{name}?token={token}")
-            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+            notebook = page.locator(
+                ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+            )
             expect(notebook).to_be_visible(timeout=60_000)
-            indicator = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator")
-            # Lab starts the kernel after showing the notebook; wait until the server has it idle and
-            # the page has connected to it (the indicator goes "connecting" -> "idle").
+            indicator = page.locator(
+                ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator"
+            )
+            # Lab starts the kernel after showing the notebook; wait until the server
+            # has it idle and the page has connected to it (the indicator goes
+            # "connecting" -> "idle").
             wait_for_idle_kernel(page, url, token, name)
             expect(indicator).to_have_attribute("data-status", "idle", timeout=60_000)
             yield url, token, notebook, indicator, n_code
         except Exception:
             page.screenshot(path=str(SHOTS / f"{shot}-failure.png"))
             print("browser console:", *page.console[-40:], sep="\n  ")
-            print("lab.log:", (tmp_path / "lab.log").read_text(errors="replace")[-3000:], sep="\n")
+            print(
+                "lab.log:",
+                (tmp_path / "lab.log").read_text(errors="replace")[-3000:],
+                sep="\n",
+            )
             raise
 
 
@@ -187,41 +253,63 @@ def run_all(page):
 
 
 def dismiss_news(page):
-    news = page.get_by_role("button", name="No", exact=True)     # Lab's one-time "Jupyter news?" toast
+    news = page.get_by_role(
+        "button", name="No", exact=True
+    )  # Lab's one-time "Jupyter news?" toast
     if news.count():
         news.first.click()
         expect(news).to_have_count(0)
 
 
 def no_errors(notebook):
-    expect(notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-           .filter(has_text="Error")).to_have_count(0)
+    expect(
+        notebook.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).filter(has_text="Error")
+    ).to_have_count(0)
 
 
-def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page, tmp_path):
-    with lab_notebook(page, tmp_path, WIDGET_NOTEBOOK, "translator") as (url, token, notebook, indicator, _):
+def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(
+    page, tmp_path
+):
+    with lab_notebook(page, tmp_path, WIDGET_NOTEBOOK, "translator") as (
+        url,
+        token,
+        notebook,
+        indicator,
+        _,
+    ):
         run_all(page)
         app = notebook.locator(".nmt-translator")
-        expect(app).to_have_count(1, timeout=300_000)        # quick mode trains chapter 8's models first
-        # The app's later cells set its controls; wait for the last one (the static views) and an idle
-        # kernel, so that what the test types is not interleaved with Run All.
+        expect(app).to_have_count(
+            1, timeout=300_000
+        )  # quick mode trains chapter 8's models first
+        # The app's later cells set its controls; wait for the last one (the static
+        # views) and an idle kernel, so that what the test types is not interleaved with
+        # Run All.
         expect(notebook.locator(".nmt-view").first).to_be_attached(timeout=300_000)
         wait_for_idle_kernel(page, url, token, WIDGET_NOTEBOOK)
         expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
         dismiss_news(page)
         app.scroll_into_view_if_needed()
         heatmap = app.locator("img.widget-image")
-        expect(heatmap).to_have_attribute("src", re.compile("^blob:|^data:"), timeout=60_000)
+        expect(heatmap).to_have_attribute(
+            "src", re.compile("^blob:|^data:"), timeout=60_000
+        )
         before = heatmap.get_attribute("src")
         box = app.locator(".widget-text input")
         box.fill("I am cold.")
         box.press("Enter")
-        expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)      # a new sentence, a new map
+        expect(heatmap).not_to_have_attribute(
+            "src", before, timeout=60_000
+        )  # a new sentence, a new map
         tokens = app.locator(".nmt-token")
         expect(tokens.first).to_be_visible()
-        assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute("title")
-        selects = app.locator(".widget-dropdown select")          # attention kind, layer, head
-        for which, label in [(1, "1"), (2, "1")]:                  # layer 1, then head 1
+        assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute(
+            "title"
+        )
+        selects = app.locator(".widget-dropdown select")  # attention kind, layer, head
+        for which, label in [(1, "1"), (2, "1")]:  # layer 1, then head 1
             before = heatmap.get_attribute("src")
             selects.nth(which).select_option(label=label)
             expect(heatmap).not_to_have_attribute("src", before, timeout=30_000)
@@ -229,12 +317,15 @@ def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page,
         box.press("Enter")
         expect(app).to_contain_text("only punctuation", timeout=30_000)
         before = heatmap.get_attribute("src")
-        box.fill(FREE_INPUT)                          # the screenshot: a sentence of one's own, not a test line
+        box.fill(FREE_INPUT)  # the screenshot: a sentence of one's own, not a test line
         box.press("Enter")
         expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)
         expect(tokens.first).to_be_visible(timeout=30_000)
-        # The app runs the published model, which keeps case (chapter 7's model writes lowercase words).
-        assert tokens.first.inner_text().strip()[:1].isupper(), tokens.first.inner_text()
+        # The app runs the published model, which keeps case (chapter 7's model writes
+        # lowercase words).
+        assert tokens.first.inner_text().strip()[:1].isupper(), (
+            tokens.first.inner_text()
+        )
         expect(indicator).to_have_attribute("data-status", "idle", timeout=120_000)
         no_errors(notebook)
         app.screenshot(path=str(SHOTS / "translator.png"))
@@ -242,7 +333,9 @@ def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(page,
 
 @contextlib.contextmanager
 def serve(folder: Path):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(folder)
+    )
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -261,54 +354,103 @@ def loaded_images(page) -> tuple[int, int]:
     }""")
 
 
-OVERFLOWING = """() => { document.querySelectorAll('article details').forEach(d => d.open = true);
+OVERFLOWING = """() => {
+    document.querySelectorAll('article details').forEach(d => d.open = true);
+    const longest = text => text.split('\\n')
+        .reduce((a, b) => b.length > a.length ? b : a, '');
     return [...document.querySelectorAll('article pre')]
-    .filter(pre => !pre.closest('.cell_output') && pre.scrollWidth > pre.clientWidth + 1)
-    .map(pre => pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 70)); }"""
+    .filter(pre => !pre.closest('.cell_output')
+        && pre.scrollWidth > pre.clientWidth + 1)
+    .map(pre => longest(pre.innerText).slice(0, 70)); }"""
 
 
-@pytest.mark.skipif(not (BOOK / "index.html").is_file(), reason="build the book first: make book")
+@pytest.mark.skipif(
+    not (BOOK / "index.html").is_file(), reason="build the book first: make book"
+)
 def test_book_reads_offline_with_math_images_and_code_that_fits(page):
     with serve(BOOK) as url:
         page.goto(f"{url}/index.html")
-        expect(page.locator("article h1").first).to_contain_text("Attention and the Transformer")
+        expect(page.locator("article h1").first).to_contain_text(
+            "Attention and the Transformer"
+        )
         chapters = page.locator("nav.bd-links a.reference.internal")
         titles = [chapters.nth(i).inner_text() for i in range(chapters.count())]
         assert len(titles) >= 12, f"the table of contents lists every chapter: {titles}"
-        assert titles[0].startswith("0.") and titles[1].startswith("1.") and "10. Making it fast" in titles
+        assert (
+            titles[0].startswith("0.")
+            and titles[1].startswith("1.")
+            and "10. Making it fast" in titles
+        )
         chapters_end = titles.index("10. Making it fast") + 1
         assert titles[chapters_end].startswith("11. The decoder alone"), titles
-        assert titles[chapters_end + 1].startswith("12. From 2017 to today"), titles   # then the solutions follow
-        assert titles[-1].replace("\u2019", "'") == "Teacher's guide"            # Sphinx curls the apostrophe
-        records = ["Results", "Benchmarks", "The speedrun", "The command-line tools", "How the repository works"]
-        assert titles[-6:-1] == records, titles                   # the record pages, before the guide
+        assert titles[chapters_end + 1].startswith("12. From 2017 to today"), (
+            titles
+        )  # then the solutions follow
+        assert (
+            titles[-1].replace("\u2019", "'") == "Teacher's guide"
+        )  # Sphinx curls the apostrophe
+        records = [
+            "Results",
+            "Benchmarks",
+            "The speedrun",
+            "The command-line tools",
+            "How the repository works",
+        ]
+        assert titles[-6:-1] == records, titles  # the record pages, before the guide
         assert titles[-7].startswith("Solutions to chapter 12"), titles
-        subwords = next(i for i, t in enumerate(titles) if t.startswith("8b."))   # after 8, before 9
-        assert titles[subwords - 1].startswith("8.") and titles[subwords + 1].startswith("9."), titles
+        subwords = next(
+            i for i, t in enumerate(titles) if t.startswith("8b.")
+        )  # after 8, before 9
+        assert titles[subwords - 1].startswith("8.") and titles[
+            subwords + 1
+        ].startswith("9."), titles
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "book-index.png"))
         pages = [chapters.nth(i).get_attribute("href") for i in range(chapters.count())]
-        for href in pages:                        # the hidden setup cell: every page opens with its title
+        for href in pages:  # the hidden setup cell: every page opens with its title
             page.goto(f"{url}/{href}")
-            first = page.evaluate("() => document.querySelector('article').querySelector('h1, div.cell').tagName")
+            first = page.evaluate(
+                "() => document.querySelector('article').querySelector('h1,"
+                " div.cell').tagName"
+            )
             assert first == "H1", f"{href} shows a code cell above its title"
-            # a token written as <eos> outside backticks becomes an unknown element: the reader sees nothing
-            hidden = page.evaluate("() => document.querySelectorAll('article :is(eos, bos, pad, unk)').length")
-            assert hidden == 0, f"{href}: {hidden} special tokens swallowed as HTML tags (write them in backticks)"
-            # code (cells' inputs, commands in the text) fits the column at 1280 pixels; outputs may scroll
-            assert not (lines := page.evaluate(OVERFLOWING)), f"{href}: code wider than the page: {lines}"
+            # a token written as <eos> outside backticks becomes an unknown element: the
+            # reader sees nothing
+            hidden = page.evaluate(
+                "() => document.querySelectorAll('article :is(eos, bos, pad,"
+                " unk)').length"
+            )
+            assert hidden == 0, (
+                f"{href}: {hidden} special tokens swallowed as HTML tags (write them in"
+                " backticks)"
+            )
+            # code (cells' inputs, commands in the text) fits the column at 1280 pixels;
+            # outputs may scroll
+            assert not (lines := page.evaluate(OVERFLOWING)), (
+                f"{href}: code wider than the page: {lines}"
+            )
 
-        for name in ("results", "benchmarks"):                    # their tables, rendered from the records
+        for name in (
+            "results",
+            "benchmarks",
+        ):  # their tables, rendered from the records
             page.goto(f"{url}/{name}.html")
-            assert page.locator("article table").count() >= 1, f"{name}.html shows no table"
+            assert page.locator("article table").count() >= 1, (
+                f"{name}.html shows no table"
+            )
         page.goto(f"{url}/command-line.html")
-        assert "SIGKILLs" in page.locator("article").inner_text()     # the soak record, rendered
+        assert (
+            "SIGKILLs" in page.locator("article").inner_text()
+        )  # the soak record, rendered
 
         page.goto(f"{url}/03_scoring.html")
-        # MathJax (served from _static/mathjax) turns each formula into an mjx-container.
+        # MathJax (served from _static/mathjax) turns each formula into an
+        # mjx-container.
         expect(page.locator("mjx-container").first).to_be_visible(timeout=30_000)
         assert page.locator("mjx-container").count() >= 3
-        assert page.locator("article").inner_text().count("$") < 4, "unrendered TeX left on the page"
+        assert page.locator("article").inner_text().count("$") < 4, (
+            "unrendered TeX left on the page"
+        )
         page.wait_for_load_state("networkidle")
         total, loaded = loaded_images(page)
         assert total >= 2 and loaded == total, f"{loaded} of {total} figures loaded"
@@ -319,12 +461,18 @@ def test_book_reads_offline_with_math_images_and_code_that_fits(page):
 
 SLIDES = ROOT / "build" / "slides"
 TOO_TALL = """() => { const height = Reveal.getConfig().height;
-    return Reveal.getSlides().map((s, i) => { Reveal.slide(i); return [i + 1, s.scrollHeight,
-        (s.querySelector('h1, h2') || {}).innerText]; }).filter(([i, h]) => h > height); }"""
+    return Reveal.getSlides().map((s, i) => {
+        Reveal.slide(i);
+        return [i + 1, s.scrollHeight, (s.querySelector('h1, h2') || {}).innerText];
+    }).filter(([i, h]) => h > height); }"""
 
 
-@pytest.mark.skipif(not (SLIDES / "index.html").is_file(), reason="build the slides first: make slides")
-def test_every_session_s_deck_opens_offline_with_its_figures_and_math_and_every_slide_fits(page):
+@pytest.mark.skipif(
+    not (SLIDES / "index.html").is_file(), reason="build the slides first: make slides"
+)
+def test_every_deck_opens_offline_with_its_figures_and_math_and_every_slide_fits(
+    page,
+):
     plan = json.loads((ROOT / "book" / "module_plan.json").read_text())["sessions"]
     with serve(SLIDES) as url:
         page.goto(f"{url}/index.html")
@@ -333,11 +481,20 @@ def test_every_session_s_deck_opens_offline_with_its_figures_and_math_and_every_
         too_tall, formulas = {}, 0
         for href in decks:
             page.goto(f"{url}/{href}")
-            page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
-            page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
+            page.wait_for_function(
+                "() => window.Reveal && Reveal.isReady()", timeout=30_000
+            )
+            page.evaluate(
+                "async () => { if (window.MathJax && MathJax.startup) await"
+                " MathJax.startup.promise; }"
+            )
             assert page.evaluate("() => Reveal.getTotalSlides()") >= 6, href
-            images = page.evaluate("() => [...document.images].map(i => i.complete && i.naturalWidth > 0)")
-            assert all(images), f"{href}: {images.count(False)} of {len(images)} figures did not load"
+            images = page.evaluate(
+                "() => [...document.images].map(i => i.complete && i.naturalWidth > 0)"
+            )
+            assert all(images), (
+                f"{href}: {images.count(False)} of {len(images)} figures did not load"
+            )
             formulas += page.locator("mjx-container").count()
             if tall := page.evaluate(TOO_TALL):
                 too_tall[href] = tall
@@ -346,5 +503,7 @@ def test_every_session_s_deck_opens_offline_with_its_figures_and_math_and_every_
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "slides.png"))
     assert formulas > 0, "no formula was typeset"
-    assert too_tall == {}, f"slides taller than the deck's height (slide, height, title): {too_tall}"
+    assert too_tall == {}, (
+        f"slides taller than the deck's height (slide, height, title): {too_tall}"
+    )
     assert page.outside == [], f"the slides asked for outside resources: {page.outside}"

@@ -1,4 +1,6 @@
-"""nmt_lib.data on small files the tests write themselves (d2l is the reference where it applies)."""
+"""nmt_lib.data on small files the tests write themselves (d2l is the reference where it
+applies)."""
+
 from pathlib import Path
 
 import pytest
@@ -7,7 +9,10 @@ import torch
 from nmt_lib import data as D
 from nmt_lib import text as T
 
-PAIRS_TSV = "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\u202f!\tCC-BY 2.0 (France) Attribution\nI won!\tJ'ai gagné !\n"
+PAIRS_TSV = (
+    "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\u202f!\tCC-BY 2.0 (France) Attribution\nI"
+    " won!\tJ'ai gagné !\n"
+)
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -18,38 +23,61 @@ def write(path: Path, text: str | bytes) -> Path:
 
 # ---------------------------------------------------------------- preprocessing
 
+
 def test_preprocess_matches_d2l_on_tricky_text():
     d2l = pytest.importorskip("d2l.torch")
-    text = ("Go.\tVa !\nWell, I'm here.\tBon, je suis là.\nWhat?!\tQuoi\u202f?!\n"
-            "Il fait beau\u00a0!\tÇa va.\n...Wait.\t  Hein ?\nA.B,C!D?\tÉTÉ.\n.Start\t!x")
+    text = (
+        "Go.\tVa !\nWell, I'm here.\tBon, je suis là.\nWhat?!\tQuoi\u202f?!\n"
+        "Il fait beau\u00a0!\tÇa va.\n...Wait.\t  Hein ?\nA.B,C!D?\tÉTÉ.\n.Start\t!x"
+    )
     assert T.preprocess(text) == d2l.MTFraEng._preprocess(None, text)
-    for line in text.split("\n"):   # one sentence at a time gives the same as the whole text
+    for line in text.split(
+        "\n"
+    ):  # one sentence at a time gives the same as the whole text
         for field in line.split("\t"):
             assert T.preprocess(field) == d2l.MTFraEng._preprocess(None, field)
 
 
 def test_preprocess_removes_odd_spaces_that_d2l_keeps():
     assert T.tokenize(T.preprocess("Recule\u2009!")) == ["recule", "!"]
-    assert T.tokenize(T.preprocess("sof\u00adt zero\u200bwidth.")) == ["soft", "zerowidth", "."]
-    assert T.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK") == "Cours ! Va ! soft\tOK"   # no other change
+    assert T.tokenize(T.preprocess("sof\u00adt zero\u200bwidth.")) == [
+        "soft",
+        "zerowidth",
+        ".",
+    ]
+    assert (
+        T.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK")
+        == "Cours ! Va ! soft\tOK"
+    )  # no other change
 
 
 # ---------------------------------------------------------------- reading files
 
+
 def test_read_pairs_round_trip_extra_columns_and_crlf(tmp_path):
-    path = write(tmp_path / "p.txt", PAIRS_TSV.replace("Hi.\tSalut !\n", "Hi.\tSalut !\r\n"))
-    assert T.read_pairs(path) == [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"), ("I won!", "J'ai gagné !")]
+    path = write(
+        tmp_path / "p.txt", PAIRS_TSV.replace("Hi.\tSalut !\n", "Hi.\tSalut !\r\n")
+    )
+    assert T.read_pairs(path) == [
+        ("Go.", "Va !"),
+        ("Hi.", "Salut !"),
+        ("Run!", "Cours\u202f!"),
+        ("I won!", "J'ai gagné !"),
+    ]
     assert T.read_pairs(path, max_pairs=2) == [("Go.", "Va !"), ("Hi.", "Salut !")]
     assert T.read_pairs(path, clean=True)[2] == ("run !", "cours !")
 
 
-@pytest.mark.parametrize("content, line, words", [
-    ("Go.\tVa !\n\nHi.\tSalut !\n", 2, "is empty"),
-    ("Go.\tVa !\nHi. Salut !\n", 2, "has no tab"),
-    ("Go.\tVa !\nHi.\t \n", 2, "empty target"),
-    ("Go.\tVa !\nHi.\tSalut !\n\tCours !\n", 3, "empty source"),
-    ("Go.\tVa !\nRun!\tCours", None, None),   # no final newline is fine
-])
+@pytest.mark.parametrize(
+    "content, line, words",
+    [
+        ("Go.\tVa !\n\nHi.\tSalut !\n", 2, "is empty"),
+        ("Go.\tVa !\nHi. Salut !\n", 2, "has no tab"),
+        ("Go.\tVa !\nHi.\t \n", 2, "empty target"),
+        ("Go.\tVa !\nHi.\tSalut !\n\tCours !\n", 3, "empty source"),
+        ("Go.\tVa !\nRun!\tCours", None, None),  # no final newline is fine
+    ],
+)
 def test_read_pairs_names_the_bad_line(tmp_path, content, line, words):
     path = write(tmp_path / "p.txt", content)
     if line is None:
@@ -64,16 +92,25 @@ def test_read_pairs_non_utf8_and_truncated_multibyte(tmp_path):
     path = write(tmp_path / "p.txt", b"Go.\tVa !\nHi.\tSalut !\nSummer.\t\xe9t\xe9\n")
     with pytest.raises(ValueError, match=r"line 3: not valid UTF-8"):
         T.read_pairs(path)
-    cut = "Go.\tVa !\nSummer.\tÉté".encode("utf-8")[:-1]   # a download cut inside 'é'
+    cut = "Go.\tVa !\nSummer.\tÉté".encode("utf-8")[:-1]  # a download cut inside 'é'
     with pytest.raises(ValueError, match=r"line 2: not valid UTF-8"):
         T.read_pairs(write(tmp_path / "cut.txt", cut))
 
 
 # ---------------------------------------------------------------- vocabulary
 
+
 def test_vocab_specials_order_and_unknowns():
     v = T.Vocab(["b a b .", "c b a ."], min_freq=2)
-    assert v.idx_to_token == ["<pad>", "<bos>", "<eos>", "<unk>", "b", ".", "a"]   # 'c' seen once
+    assert v.idx_to_token == [
+        "<pad>",
+        "<bos>",
+        "<eos>",
+        "<unk>",
+        "b",
+        ".",
+        "a",
+    ]  # 'c' seen once
     assert (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
     assert v["b"] == 4 and v["c"] == v.unk_id and v[["a", "zzz"]] == [6, 3]
     assert v.to_tokens(v[["b", "a", "."]]) == ["b", "a", "."]
@@ -88,19 +125,30 @@ def test_unk_rate():
 
 # ---------------------------------------------------------------- split
 
+
 def test_split_is_deterministic_disjoint_and_complete():
-    pairs = [(f"sentence {i % 300} .", f"phrase {i} .") for i in range(1200)]   # each source 4 times
+    pairs = [
+        (f"sentence {i % 300} .", f"phrase {i} .") for i in range(1200)
+    ]  # each source 4 times
     a = T.split_pairs(pairs, valid_frac=0.1, test_frac=0.1)
     b = T.split_pairs(list(reversed(pairs)), valid_frac=0.1, test_frac=0.1)
     assert sorted(map(len, a)) == sorted(map(len, b)) and set(a.test) == set(b.test)
     sources = [{s for s, _ in part} for part in a]
-    assert not (sources[0] & sources[1] or sources[0] & sources[2] or sources[1] & sources[2])
+    assert not (
+        sources[0] & sources[1] or sources[0] & sources[2] or sources[1] & sources[2]
+    )
     assert sorted(a.train + a.valid + a.test) == sorted(pairs)
-    assert 0.05 < len(a.test) / len(pairs) < 0.15 and 0.05 < len(a.valid) / len(pairs) < 0.15
-    assert set(T.split_pairs(pairs, seed=1).test) != set(T.split_pairs(pairs, seed=0).test)
+    assert (
+        0.05 < len(a.test) / len(pairs) < 0.15
+        and 0.05 < len(a.valid) / len(pairs) < 0.15
+    )
+    assert set(T.split_pairs(pairs, seed=1).test) != set(
+        T.split_pairs(pairs, seed=0).test
+    )
 
 
 # ---------------------------------------------------------------- padding and batches
+
 
 def test_truncate_pad_and_build_array():
     assert D.truncate_pad([5, 6, 7], 5, 0) == [5, 6, 7, 0, 0]
@@ -111,11 +159,18 @@ def test_truncate_pad_and_build_array():
     assert valid.tolist() == [3, 4]
 
 
-PAIRS = [("a b c .", "x y ."), ("a .", "x y z w ."), ("b c a b c .", "y ."), ("c .", "z .")]
+PAIRS = [
+    ("a b c .", "x y ."),
+    ("a .", "x y z w ."),
+    ("b c a b c .", "y ."),
+    ("c .", "z ."),
+]
 
 
 def make_dataset():
-    return D.TranslationDataset(PAIRS, T.Vocab(s for s, _ in PAIRS), T.Vocab(t for _, t in PAIRS))
+    return D.TranslationDataset(
+        PAIRS, T.Vocab(s for s, _ in PAIRS), T.Vocab(t for _, t in PAIRS)
+    )
 
 
 def check_batch(b: D.Batch, vocab):
@@ -123,10 +178,16 @@ def check_batch(b: D.Batch, vocab):
     for i in range(B):
         n = int(b.tgt_len[i])
         assert b.tgt_in[i, 0] == vocab.bos_id and b.tgt_out[i, n - 1] == vocab.eos_id
-        assert torch.equal(b.tgt_in[i, 1:n], b.tgt_out[i, :n - 1])      # teacher forcing shift
-        assert (b.tgt_out[i, n:] == vocab.pad_id).all() and (b.tgt_in[i, n:] == vocab.pad_id).all()
+        assert torch.equal(
+            b.tgt_in[i, 1:n], b.tgt_out[i, : n - 1]
+        )  # teacher forcing shift
+        assert (b.tgt_out[i, n:] == vocab.pad_id).all() and (
+            b.tgt_in[i, n:] == vocab.pad_id
+        ).all()
         m = int(b.src_len[i])
-        assert (b.src[i, m:] == vocab.pad_id).all() and (b.src[i, :m] != vocab.pad_id).all()
+        assert (b.src[i, m:] == vocab.pad_id).all() and (
+            b.src[i, :m] != vocab.pad_id
+        ).all()
 
 
 def test_collate_per_batch_and_fixed_padding():
@@ -134,11 +195,23 @@ def test_collate_per_batch_and_fixed_padding():
     items = [ds[0], ds[1]]
     v = ds.tgt_vocab
     b = D.collate(items, pad_id=0, bos_id=1, eos_id=2)
-    assert b.src.shape == (2, 5) and b.tgt_out.shape == (2, 6) and b.src_len.tolist() == [5, 3]
+    assert (
+        b.src.shape == (2, 5)
+        and b.tgt_out.shape == (2, 6)
+        and b.src_len.tolist() == [5, 3]
+    )
     check_batch(b, v)
     fixed = D.collate(items, pad_id=0, bos_id=1, eos_id=2, num_steps=4)
-    assert fixed.src.shape == fixed.tgt_in.shape == (2, 4) and fixed.tgt_len.tolist() == [4, 4]
-    assert fixed.tgt_out[1].tolist() == [v["x"], v["y"], v["z"], v["w"]]   # cut: <eos> lost, as in d2l
+    assert fixed.src.shape == fixed.tgt_in.shape == (
+        2,
+        4,
+    ) and fixed.tgt_len.tolist() == [4, 4]
+    assert fixed.tgt_out[1].tolist() == [
+        v["x"],
+        v["y"],
+        v["z"],
+        v["w"],
+    ]  # cut: <eos> lost, as in d2l
 
 
 def test_bucket_sampler_covers_each_index_once_and_groups_lengths():
@@ -149,7 +222,7 @@ def test_bucket_sampler_covers_each_index_once_and_groups_lengths():
     assert sorted(i for b in batches for i in b) == list(range(1000))
     assert all(len(b) <= 32 for b in batches)
     padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
-    assert padded < 1.2 * sum(lengths)     # sorted pools: little padding
+    assert padded < 1.2 * sum(lengths)  # sorted pools: little padding
     assert batches == list(D.BucketSampler(lengths, batch_size=32, seed=3))
     sampler.set_epoch(1)
     assert list(sampler) != batches
@@ -166,13 +239,18 @@ def test_bucket_sampler_max_tokens():
 
 def test_loaders_both_ways_and_padding_fraction():
     ds = make_dataset()
-    for loader in [D.make_loader(ds, 2), D.make_loader(ds, 2, bucketed=False, num_steps=8)]:
+    for loader in [
+        D.make_loader(ds, 2),
+        D.make_loader(ds, 2, bucketed=False, num_steps=8),
+    ]:
         batches = list(loader)
         assert sum(len(b.src) for b in batches) == len(PAIRS)
         for b in batches:
             check_batch(b, ds.tgt_vocab)
     fixed = D.padding_fraction(D.make_loader(ds, 4, bucketed=False, num_steps=8))
-    assert fixed["tgt"] == pytest.approx(1 - (4 + 6 + 3 + 3) / 32)   # targets + <eos> in 4 x 8 slots
+    assert fixed["tgt"] == pytest.approx(
+        1 - (4 + 6 + 3 + 3) / 32
+    )  # targets + <eos> in 4 x 8 slots
     assert D.padding_fraction(D.make_loader(ds, 4))["tgt"] < fixed["tgt"]
 
 
@@ -185,22 +263,32 @@ def test_nmtdata_splits_and_vocab_from_train_only(tmp_path):
     assert (batch.src[:, 0] == data.src_vocab.unk_id).all()
 
 
-# ---------------------------------------------------------------- language-model minibatches
+# ---------------------------------------------------------------- language-model
+# minibatches
+
 
 def test_sequence_iterators():
     corpus = list(range(100))
     gen = torch.Generator().manual_seed(0)
     seen = []
-    for X, Y in D.seq_data_iter_random(corpus, batch_size=4, num_steps=5, generator=gen):
+    for X, Y in D.seq_data_iter_random(
+        corpus, batch_size=4, num_steps=5, generator=gen
+    ):
         assert X.shape == Y.shape == (4, 5) and torch.equal(Y, X + 1)
         assert (X[:, 1:] - X[:, :-1] == 1).all()
         seen += X[:, 0].tolist()
-    assert len(seen) == len(set(seen)) and all((a - seen[0]) % 5 == 0 for a in seen)   # non-overlapping
+    assert len(seen) == len(set(seen)) and all(
+        (a - seen[0]) % 5 == 0 for a in seen
+    )  # non-overlapping
     prev = None
-    for X, Y in D.seq_data_iter_sequential(corpus, batch_size=4, num_steps=5, generator=gen):
+    for X, Y in D.seq_data_iter_sequential(
+        corpus, batch_size=4, num_steps=5, generator=gen
+    ):
         assert X.shape == (4, 5) and torch.equal(Y, X + 1)
         if prev is not None:
-            assert torch.equal(X[:, 0], prev[:, -1] + 1)    # each row continues the previous batch
+            assert torch.equal(
+                X[:, 0], prev[:, -1] + 1
+            )  # each row continues the previous batch
         prev = X
 
 
@@ -209,7 +297,7 @@ def test_nmtdata_fingerprint_changes_with_the_data():
     base = D.NMTData(pairs).fingerprint()
     assert D.NMTData(list(pairs)).fingerprint() == base
     assert D.NMTData(pairs[:-1]).fingerprint() != base
-    assert D.NMTData(pairs, min_freq=1).fingerprint() != base          # the default is 2
+    assert D.NMTData(pairs, min_freq=1).fingerprint() != base  # the default is 2
     assert D.NMTData(pairs, seed=1).fingerprint() != base
 
 
@@ -217,4 +305,6 @@ def test_a_stream_too_short_for_one_window_gets_a_clear_error():
     for it in (D.seq_data_iter_random, D.seq_data_iter_sequential):
         with pytest.raises(ValueError, match="at least 2 \\* num_steps"):
             list(it([], batch_size=2, num_steps=3))
-        assert len(list(it(range(6), batch_size=1, num_steps=3))) >= 1     # the smallest stream that works
+        assert (
+            len(list(it(range(6), batch_size=1, num_steps=3))) >= 1
+        )  # the smallest stream that works

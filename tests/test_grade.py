@@ -1,5 +1,6 @@
-"""The teacher's kit: `make grade` scores assignments with the public graders and hidden tests, and
-`make student` writes an edition without solutions that still runs."""
+"""The teacher's kit: `make grade` scores assignments with the public graders and hidden
+tests, and `make student` writes an edition without solutions that still runs."""
+
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT))                             # grading/ is a folder of the repository, not a package
+sys.path.insert(0, str(ROOT))  # grading/ is a folder of the repository, not a package
 from grading.hidden import grade  # noqa: E402
 import torch  # noqa: E402
 import student_edition  # noqa: E402
@@ -19,28 +20,46 @@ ANSWERS = ROOT / "solutions" / "assignments"
 
 
 def make_env():
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    }
     return {**env, "NMT_QUICK": "1", "NMT_THREADS": "1"}
 
 
 def make_grade(*args):
-    return subprocess.run(["make", "-s", "--no-print-directory", "grade", *args], cwd=ROOT, env=make_env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["make", "-s", "--no-print-directory", "grade", *args],
+        cwd=ROOT,
+        env=make_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def total(out: str) -> float:
-    import re                                             # "A1, name.ipynb: 30 / 30 points"
+    import re  # "A1, name.ipynb: 30 / 30 points"
+
     return float(re.search(r"^A\d, \S+: ([\d.]+) / [\d.]+ points$", out, re.M).group(1))
 
 
 def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_path):
     answer = ANSWERS / "A1_attention.ipynb"
     nb = json.loads(answer.read_text())
-    cell = next(c for c in nb["cells"] if "def sliding_window_mask" in "".join(c["source"]))
-    cell["source"] = "".join(cell["source"]).replace("distance < window", "distance <= window")   # one key too many
+    cell = next(
+        c for c in nb["cells"] if "def sliding_window_mask" in "".join(c["source"])
+    )
+    cell["source"] = "".join(cell["source"]).replace(
+        "distance < window", "distance <= window"
+    )  # one key too many
     broken = tmp_path / "broken.ipynb"
     broken.write_text(json.dumps(nb))
-    right, wrong = make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}"), make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}")
+    right, wrong = (
+        make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}"),
+        make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}"),
+    )
     assert right.returncode == wrong.returncode == 0, right.stderr + wrong.stderr
     assert total(right.stdout) == 38 and total(wrong.stdout) < total(right.stdout)
     assert "public: 4 queries, 4 keys, window 2: a query sees 3 keys" in wrong.stdout
@@ -48,108 +67,177 @@ def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_pat
 
 
 def namespace_of(notebook) -> dict:
-    """The names a notebook's code cells define, as its kernel would (in `__main__`), its graders' calls and
-    IPython magics left out."""
+    """The names a notebook's code cells define, as its kernel would (in `__main__`),
+    its graders' calls and IPython magics left out."""
     namespace = {"__name__": "__main__"}
     for cell in json.loads(notebook.read_text())["cells"]:
         lines = "".join(cell["source"]).splitlines()
-        if cell["cell_type"] == "code" and not any("run_check(" in line for line in lines):
-            exec("\n".join(line for line in lines if not line.startswith("%")), namespace)
+        if cell["cell_type"] == "code" and not any(
+            "run_check(" in line for line in lines
+        ):
+            exec(
+                "\n".join(line for line in lines if not line.startswith("%")), namespace
+            )
     return namespace
 
 
 def test_the_hidden_cases_catch_what_the_public_grader_does_not():
     answer = namespace_of(ANSWERS / "A2_transformer.ipynb")
 
-    def float32_penalty(logits, generated, penalty):      # right on the public float32 cases only
+    def float32_penalty(
+        logits, generated, penalty
+    ):  # right on the public float32 cases only
         return answer["repetition_penalty"](logits.float(), generated, penalty)
+
     rows = grade("A2", {**answer, "repetition_penalty": float32_penalty})
     assert [r["points"] for r in rows] == [5.0, 10.0, 10.0, 8.0]
-    assert rows[0]["messages"][0].startswith("public: repetition penalty: right in all 5 cases")
-    assert rows[0]["messages"][1] == ("hidden: float64 logits over 50 tokens, 12 generated with repeats, penalty 1.2: "
-                                      "the logits should keep their dtype torch.float64")
+    assert rows[0]["messages"][0].startswith(
+        "public: repetition penalty: right in all 5 cases"
+    )
+    assert (
+        rows[0]["messages"][1]
+        == "hidden: float64 logits over 50 tokens, 12 generated with repeats, penalty"
+        " 1.2: the logits should keep their dtype torch.float64"
+    )
 
 
-def test_a_task_the_submission_does_not_define_or_imports_from_the_course_scores_zero_and_says_why():
+def test_a_task_undefined_or_imported_from_the_course_scores_zero_and_says_why():
     from nmt_lib.decoding import beam_search
+
     rows = grade("A2", {"greedy_with_penalty": None, "n_best": beam_search})
     assert [r["points"] for r in rows] == [0, 0, 0, 0]
-    assert rows[0]["messages"] == ["`repetition_penalty` is not defined: run the cell that defines it, or name it so"]
-    assert rows[1]["messages"] == ["`greedy_with_penalty` is still None: the task is not done"]
-    assert rows[2]["messages"] == ["`n_best` comes from nmt_lib.decoding: write your own"]
+    assert rows[0]["messages"] == [
+        "`repetition_penalty` is not defined: run the cell that defines it, or name"
+        " it so"
+    ]
+    assert rows[1]["messages"] == [
+        "`greedy_with_penalty` is still None: the task is not done"
+    ]
+    assert rows[2]["messages"] == [
+        "`n_best` comes from nmt_lib.decoding: write your own"
+    ]
 
 
 def test_the_public_graders_name_the_usual_mistakes():
-    a1, a2 = namespace_of(ANSWERS / "A1_attention.ipynb"), namespace_of(ANSWERS / "A2_transformer.ipynb")
+    a1, a2 = (
+        namespace_of(ANSWERS / "A1_attention.ipynb"),
+        namespace_of(ANSWERS / "A2_transformer.ipynb"),
+    )
     n = torch.arange
 
-    def symmetric_window(tq, tk, window):                 # |p - j| < window: sees later keys too
+    def symmetric_window(tq, tk, window):  # |p - j| < window: sees later keys too
         return (n(tk - tq, tk)[:, None] - n(tk)).abs() < window
 
-    def slopes_from_zero(h, tq, tk):                      # m_h = 2^(-8h/H) for h = 0 .. H - 1
-        return -(2.0 ** (-8 * n(h) / h))[:, None, None] * (n(tk - tq, tk)[:, None] - n(tk)).abs()
+    def slopes_from_zero(h, tq, tk):  # m_h = 2^(-8h/H) for h = 0 .. H - 1
+        return (
+            -(2.0 ** (-8 * n(h) / h))[:, None, None]
+            * (n(tk - tq, tk)[:, None] - n(tk)).abs()
+        )
 
-    def divides_all(logits, generated, penalty):          # a negative logit divided goes up
+    def divides_all(logits, generated, penalty):  # a negative logit divided goes up
         return logits.scatter(1, generated, logits.gather(1, generated) / penalty)
-    wrong = [("A1", 0, "sliding_window_mask", symmetric_window, "a query sees a later key"),
-             ("A1", 1, "alibi_bias", slopes_from_zero, "your slopes are one step off in the geometric sequence"),
-             ("A2", 0, "repetition_penalty", divides_all, "a negative logit went up, making a repeated token more likely")]
+
+    wrong = [
+        ("A1", 0, "sliding_window_mask", symmetric_window, "a query sees a later key"),
+        (
+            "A1",
+            1,
+            "alibi_bias",
+            slopes_from_zero,
+            "your slopes are one step off in the geometric sequence",
+        ),
+        (
+            "A2",
+            0,
+            "repetition_penalty",
+            divides_all,
+            "a negative logit went up, making a repeated token more likely",
+        ),
+    ]
     for assignment, task, name, fn, why in wrong:
         row = grade(assignment, {**(a1 if assignment == "A1" else a2), name: fn})[task]
         assert row["points"] == 0 and why in row["messages"][0], (name, row)
 
-    class NoBias(a1["MyLocalAttention"]):                 # alibi forgotten: chapter 5's attention with a window
+    class NoBias(
+        a1["MyLocalAttention"]
+    ):  # alibi forgotten: chapter 5's attention with a window
         def __init__(self, d_model, n_heads, window=None, alibi=True):
             super().__init__(d_model, n_heads, window, alibi=False)
+
     rows = grade("A1", {**a1, "MyLocalAttention": NoBias})
-    assert rows[2]["messages"][0] == "public: ALiBi, window 3: the output is chapter 5's attention: the bias was not added"
+    assert (
+        rows[2]["messages"][0]
+        == "public: ALiBi, window 3: the output is chapter 5's attention: the bias was"
+        " not added"
+    )
 
 
-def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)                           # no runs/a3/ here: A3's template finds none
-    for assignment, notebook in [("A1", "A1_attention.ipynb"), ("A2", "A2_transformer.ipynb")]:
-        assert [r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))] == [10, 10, 10, 8]
+def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # no runs/a3/ here: A3's template finds none
+    for assignment, notebook in [
+        ("A1", "A1_attention.ipynb"),
+        ("A2", "A2_transformer.ipynb"),
+    ]:
+        assert [
+            r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))
+        ] == [10, 10, 10, 8]
         template = grade(assignment, namespace_of(ROOT / "assignments" / notebook))
         assert [r["points"] for r in template] == [0, 0, 0, 0]
         assert all("NotImplementedError" in r["messages"][0] for r in template[:3])
     a3 = grade("A3", namespace_of(ROOT / "assignments" / "A3_training.ipynb"), runs={})
-    assert [r["messages"] for r in a3] == [["`chosen` is still None: the task is not done"],
-                                            ["`ablation` is still None: the task is not done"],
-                                            ["0 of 4 right; not right: 1, 2, 3, 4"]]
+    assert [r["messages"] for r in a3] == [
+        ["`chosen` is still None: the task is not done"],
+        ["`ablation` is still None: the task is not done"],
+        ["0 of 4 right; not right: 1, 2, 3, 4"],
+    ]
 
 
-def test_an_assignment_s_concept_check_says_nothing_of_which_answers_are_right_and_the_grader_marks_them(capsys):
+def test_a_concept_check_says_not_which_answers_are_right_and_the_grader_marks_them(
+    capsys,
+):
     from grading.hidden import CONCEPT_KEYS
     from nmt_lib.checks import answers_well_formed
+
     right = dict(enumerate(CONCEPT_KEYS["A1"], 1))
     wrong = {n: "abcd"[("abcd".index(letter) + 1) % 4] for n, letter in right.items()}
     said = []
     for answers in (right, wrong):
         assert answers_well_formed(answers) == 4
         said.append(capsys.readouterr().out)
-    assert said[0] == said[1]                             # the student's check cannot tell right from wrong
+    assert said[0] == said[1]  # the student's check cannot tell right from wrong
     assert answers_well_formed({1: "e", 2: "B"}) == 1
 
     class EqualsEverything(str):
         def __eq__(self, other):
             return True
+
         __hash__ = str.__hash__
+
     cheat = {n: EqualsEverything("x") for n in right}
-    marks = [grade("A1", {"my_answers": answers})[-1]["points"] for answers in (right, wrong, cheat, None)]
+    marks = [
+        grade("A1", {"my_answers": answers})[-1]["points"]
+        for answers in (right, wrong, cheat, None)
+    ]
     assert marks == [8, 0, 0, 0]
 
 
 def test_the_released_assignments_hold_none_of_the_model_answers():
-    """Every line inside a source's solution regions, every written model answer and every teacher-only cell
-    is absent from the notebook `make release` wrote (a region without its markers would show)."""
+    """Every line inside a source's solution regions, every written model answer and
+    every teacher-only cell is absent from the notebook `make release` wrote (a region
+    without its markers would show).
+    """
     for source in sorted(ANSWERS.glob("A*.ipynb")):
         released = json.loads((ROOT / "assignments" / source.name).read_text())
         shown = "\n".join("".join(c["source"]) for c in released["cells"])
         secret = []
         for cell in json.loads(source.read_text())["cells"]:
             text, meta = "".join(cell["source"]), cell["metadata"]
-            if "teacher-only" in meta.get("tags", []) or (cell["cell_type"] == "markdown"
-                                                          and meta.get("nbgrader", {}).get("solution")):
+            if "teacher-only" in meta.get("tags", []) or (
+                cell["cell_type"] == "markdown"
+                and meta.get("nbgrader", {}).get("solution")
+            ):
                 secret += text.splitlines()
             for region in text.split("### BEGIN SOLUTION")[1:]:
                 secret += region.split("### END SOLUTION")[0].splitlines()
@@ -158,16 +246,27 @@ def test_the_released_assignments_hold_none_of_the_model_answers():
         assert [line for line in secret if line in shown] == [], source.name
 
 
-def test_the_student_edition_leaves_out_the_solutions_and_keeps_nothing_that_points_to_them(tmp_path):
+def test_the_student_edition_leaves_out_the_solutions_and_all_that_points_to_them(
+    tmp_path,
+):
     dest = tmp_path / "student"
     files = student_edition.write(dest)
     assert not any(f.startswith(("solutions/", "grading/", "tests/")) for f in files)
-    assert not (dest / "solutions").exists() and not (dest / "book" / "teachers.md").exists()
-    assert (dest / "assignments" / "A1_attention.ipynb").is_file() and (dest / "nmt_lib" / "checks").is_dir()
+    assert (
+        not (dest / "solutions").exists()
+        and not (dest / "book" / "teachers.md").exists()
+    )
+    assert (dest / "assignments" / "A1_attention.ipynb").is_file() and (
+        dest / "nmt_lib" / "checks"
+    ).is_dir()
     for nb in (dest / "notebooks").glob("*.ipynb"):
         assert "solutions/" not in nb.read_text(), nb.name
     index = (dest / "book" / "index.md").read_text()
-    assert ":caption: Solutions" not in index and ":caption: For teachers" not in index and ":caption: Chapters" in index
+    assert (
+        ":caption: Solutions" not in index
+        and ":caption: For teachers" not in index
+        and ":caption: Chapters" in index
+    )
     assert "teachers.md" not in (dest / "README.md").read_text()
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
@@ -177,23 +276,43 @@ def test_the_student_edition_leaves_out_the_solutions_and_keeps_nothing_that_poi
 
 
 def test_the_student_edition_runs_its_own_nbval(tmp_path):
-    """The assignments and the first chapters, under nbval in the copy, importing the copy's nmt_lib (the whole
-    run, `make nbval` there, takes as long as the course's own)."""
+    """The assignments and the first chapters, under nbval in the copy, importing the
+    copy's nmt_lib (the whole run, `make nbval` there, takes as long as the course's
+    own)."""
     dest = tmp_path / "student"
     student_edition.write(dest)
     env = {**make_env(), "PYTHONPATH": str(dest)}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "assignments",
-                          "notebooks/00_course.ipynb", "notebooks/03_scoring.ipynb", "--nbval-lax",
-                          "--nbval-current-env", "--nbval-sanitize-with", "tools/nbval_sanitize.cfg"],
-                         cwd=dest, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "assignments",
+            "notebooks/00_course.ipynb",
+            "notebooks/03_scoring.ipynb",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            "tools/nbval_sanitize.cfg",
+        ],
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-3000:]
     assert " passed" in out.stdout.strip().splitlines()[-1]
 
 
 NBEST = """
-def n_best(model, src, src_len, *, bos_id, eos_id, beam_size, n, max_len, alpha):    # the course's search
-    best = SEARCH(model, src, src_len, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size, max_len=max_len,
-                  alpha=alpha).tokens
+def n_best(model, src, src_len, *, bos_id, eos_id, beam_size, n, max_len, alpha):
+    # the course's search
+    best = SEARCH(model, src, src_len, bos_id=bos_id, eos_id=eos_id,
+                  beam_size=beam_size, max_len=max_len, alpha=alpha).tokens
     return [[(tokens, 0.0)] * n for tokens in best]
 """
 SETUP = """import functools, importlib, inspect, json, sys, types
@@ -202,134 +321,284 @@ import torch
 import nmt_lib
 from nmt_lib.decoding import beam_search, beam_step
 """
-ATTACKS = {   # each handed in as the answer to A2's third task; the grader that swapped objects gave some 10
-    "a wrapper around the course's beam_step": "def SEARCH(model, src, src_len, **kw):\n"
-                                              "    beam_step(torch.zeros(1, 2), torch.zeros(1, 2, 5), "
-                                              "torch.zeros(1, 2, dtype=torch.bool), 2)\n",
-    "the course's function kept in a default argument": "def SEARCH(*args, _search=beam_search, **kw):\n"
-                                                        "    return _search(*args, **kw)\n",
-    "in a closure": "def kept():\n    search = beam_search\n    return lambda *a, **k: search(*a, **k)\n"
-                    "SEARCH = kept()\n",
+# each handed in as the answer to A2's third task; the grader that swapped objects gave
+# some 10
+ATTACKS = {
+    "a wrapper around the course's beam_step": (
+        "def SEARCH(model, src, src_len, **kw):\n"
+        "    beam_step(torch.zeros(1, 2), torch.zeros(1, 2, 5), "
+        "torch.zeros(1, 2, dtype=torch.bool), 2)\n"
+    ),
+    "the course's function kept in a default argument": (
+        "def SEARCH(*args, _search=beam_search, **kw):\n"
+        "    return _search(*args, **kw)\n"
+    ),
+    "in a closure": (
+        "def kept():\n    search = beam_search\n    return lambda *a, **k: search(*a,"
+        " **k)\nSEARCH = kept()\n"
+    ),
     "in a functools.partial": "SEARCH = functools.partial(beam_search)\n",
-    "a copy made from its code object": "SEARCH = types.FunctionType(beam_search.__code__, beam_search.__globals__,"
-                                        " 'SEARCH', beam_search.__defaults__, beam_search.__closure__)\n"
-                                        "SEARCH.__kwdefaults__ = beam_search.__kwdefaults__\n",
-    "its source run with exec": "scope = dict(vars(sys.modules['nmt_lib.decoding']))\n"
-                                "exec(inspect.getsource(beam_search), scope)\nSEARCH = scope['beam_search']\n",
-    "a second import of nmt_lib": "for name in [m for m in sys.modules if m.startswith('nmt_lib')]:\n"
-                                  "    del sys.modules[name]\n"
-                                  "SEARCH = importlib.import_module('nmt_lib.decoding').beam_search\n",
-    "exec of the model answer's cells": "answer = Path(nmt_lib.__file__).parents[1] / 'solutions' / 'assignments'\n"
-                                        "for cell in json.loads((answer / 'A2_transformer.ipynb').read_text())"
-                                        "['cells']:\n    if cell['cell_type'] == 'code':\n"
-                                        "        exec(''.join(cell['source']))\nSEARCH = beam_search\n",
+    "a copy made from its code object": (
+        "SEARCH = types.FunctionType(beam_search.__code__, beam_search.__globals__,"
+        " 'SEARCH', beam_search.__defaults__, beam_search.__closure__)\n"
+        "SEARCH.__kwdefaults__ = beam_search.__kwdefaults__\n"
+    ),
+    "its source run with exec": (
+        "scope = dict(vars(sys.modules['nmt_lib.decoding']))\n"
+        "exec(inspect.getsource(beam_search), scope)\nSEARCH = scope['beam_search']\n"
+    ),
+    "a second import of nmt_lib": (
+        "for name in [m for m in sys.modules if m.startswith('nmt_lib')]:\n"
+        "    del sys.modules[name]\n"
+        "SEARCH = importlib.import_module('nmt_lib.decoding').beam_search\n"
+    ),
+    "exec of the model answer's cells": (
+        "answer = Path(nmt_lib.__file__).parents[1] / 'solutions' / 'assignments'\n"
+        "for cell in json.loads((answer / 'A2_transformer.ipynb').read_text())"
+        "['cells']:\n    if cell['cell_type'] == 'code':\n"
+        "        exec(''.join(cell['source']))\nSEARCH = beam_search\n"
+    ),
 }
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(tmp_path, attack):
-    """Graded as make grade grades A1 and A2, in the sandbox: the course's search is withheld there, however
-    the submission keeps it, and the model answers are not beside its copy of the course."""
+def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(
+    tmp_path, attack
+):
+    """Graded as make grade grades A1 and A2, in the sandbox: the course's search is
+    withheld there, however the submission keeps it, and the model answers are not
+    beside its copy of the course.
+    """
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
+
     notebook = tmp_path / "A2.ipynb"
     cells = [SETUP, ATTACKS[attack], NBEST]
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
-        for i, s in enumerate(cells)]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "id": f"c{i}",
+                        "metadata": {},
+                        "execution_count": None,
+                        "outputs": [],
+                        "source": s,
+                    }
+                    for i, s in enumerate(cells)
+                ],
+            }
+        )
+    )
     with Sandbox("A2", notebook, timeout=120) as box:
         row = grade_in_sandbox("A2", box)[2]
     assert row["points"] == 0
-    assert any(why in row["messages"][0] for why in ("the course's beam_s", "No such file", "not defined")), row
+    assert any(
+        why in row["messages"][0]
+        for why in ("the course's beam_s", "No such file", "not defined")
+    ), row
 
 
 def test_replacing_the_grader_s_compare_in_the_submission_changes_nothing(tmp_path):
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
-    cheat = ("import nmt_lib.checks.core as core, nmt_lib.checks.assignments as public\n"
-             "core.compare = public.compare = lambda *args, **kwargs: None\n"
-             "def repetition_penalty(logits, generated, penalty):\n    return logits\n")
+
+    cheat = (
+        "import nmt_lib.checks.core as core, nmt_lib.checks.assignments as public\n"
+        "core.compare = public.compare = lambda *args, **kwargs: None\n"
+        "def repetition_penalty(logits, generated, penalty):\n    return logits\n"
+    )
     notebook = tmp_path / "A2.ipynb"
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": None, "outputs": [], "source": cheat}]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "id": "c",
+                        "metadata": {},
+                        "execution_count": None,
+                        "outputs": [],
+                        "source": cheat,
+                    }
+                ],
+            }
+        )
+    )
     with Sandbox("A2", notebook, timeout=120) as box:
         row = grade_in_sandbox("A2", box)[0]
     assert row["points"] == 0 and "public: one token each" in row["messages"][0]
 
 
-def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(tmp_path):
+def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
+    tmp_path,
+):
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
+
     notebook = tmp_path / "A1.ipynb"
-    source = "from nmt_lib.multihead import MultiHeadAttention\n\nclass MyLocalAttention(MultiHeadAttention):\n    pass\n"
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": None, "outputs": [], "source": source}]}))
+    source = (
+        "from nmt_lib.multihead import MultiHeadAttention\n\nclass"
+        " MyLocalAttention(MultiHeadAttention):\n    pass\n"
+    )
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "id": "c",
+                        "metadata": {},
+                        "execution_count": None,
+                        "outputs": [],
+                        "source": source,
+                    }
+                ],
+            }
+        )
+    )
     with Sandbox("A1", notebook, timeout=120) as box:
         row = grade_in_sandbox("A1", box)[2]
-    assert row["points"] == 0 and "MultiHeadAttention is withheld" in row["messages"][0], row
+    assert (
+        row["points"] == 0 and "MultiHeadAttention is withheld" in row["messages"][0]
+    ), row
 
 
 @pytest.mark.slow
 def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_path):
-    """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader, graded in the sandbox,
-    one written answer graded by hand (as formgrader would), feedback, and nbgrader's export. Bob's window
-    is wrong, and his attention uses it; Carol's ALiBi cell never ends, and is stopped."""
+    """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader,
+    graded in the sandbox, one written answer graded by hand (as formgrader would),
+    feedback, and nbgrader's export. Bob's window is wrong, and his attention uses it;
+    Carol's ALiBi cell never ends, and is stopped.
+    """
     import csv
     from nbgrader.api import Gradebook
+
     answer = json.loads((ANSWERS / "A1_attention.ipynb").read_text())
     wrong, stuck = json.loads(json.dumps(answer)), json.loads(json.dumps(answer))
-    cell = next(c for c in wrong["cells"] if "def sliding_window_mask" in "".join(c["source"]))
-    cell["source"] = ("def sliding_window_mask(num_queries, num_keys, window):\n"      # |p - j| < window
-                      "    p = torch.arange(num_keys - num_queries, num_keys)[:, None]\n"
-                      "    return (p - torch.arange(num_keys)).abs() < window\n")
+    cell = next(
+        c for c in wrong["cells"] if "def sliding_window_mask" in "".join(c["source"])
+    )
+    cell["source"] = (
+        "def sliding_window_mask(num_queries, num_keys, window):\n"  # |p - j| < window
+        "    p = torch.arange(num_keys - num_queries, num_keys)[:, None]\n"
+        "    return (p - torch.arange(num_keys)).abs() < window\n"
+    )
     cell = next(c for c in stuck["cells"] if "def alibi_bias" in "".join(c["source"]))
     cell["source"] = "import time\ntime.sleep(600)\n"
     for student, nb in (("alice", answer), ("bob", wrong), ("carol", stuck)):
         (tmp_path / "class" / student).mkdir(parents=True)
         (tmp_path / "class" / student / "A1_attention.ipynb").write_text(json.dumps(nb))
     course, out = tmp_path / "course", tmp_path / "grades.csv"
-    grading = [sys.executable, "tools/grade.py", "A1", str(tmp_path / "class"), "--course", str(course),
-               "--csv", str(out), "--jobs", "2", "--timeout", "4", "--limit", "60"]
-    run = subprocess.run(grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600)
+    grading = [
+        sys.executable,
+        "tools/grade.py",
+        "A1",
+        str(tmp_path / "class"),
+        "--course",
+        str(course),
+        "--csv",
+        str(out),
+        "--jobs",
+        "2",
+        "--timeout",
+        "4",
+        "--limit",
+        "60",
+    ]
+    run = subprocess.run(
+        grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
-    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:                   # the teacher, in formgrader
+    with Gradebook(
+        f"sqlite:///{course}/gradebook.db"
+    ) as gb:  # the teacher, in formgrader
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4
         gb.db.commit()
-    export = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--exporter=grading.export.TaskCsv",
-                             f"--to={out}"], cwd=course, env={**make_env(), "PYTHONPATH": str(ROOT)},
-                            capture_output=True, text=True, timeout=120)
+    export = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "export",
+            "--exporter=grading.export.TaskCsv",
+            f"--to={out}",
+        ],
+        cwd=course,
+        env={**make_env(), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert export.returncode == 0, export.stderr
     rows = {r["student"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
-    points = {s: [float(r[c]) for c in r if c.startswith("A1-points") or c == "A1-concepts"] for s, r in rows.items()}
-    assert points == {"alice": [10, 10, 10, 8], "bob": [0, 10, 0, 8], "carol": [10, 0, 0, 8]}, points
-    assert float(rows["bob"]["A1-written-1"]) == 4 and rows["alice"]["status"] == "needs manual grading"
+    points = {
+        s: [float(r[c]) for c in r if c.startswith("A1-points") or c == "A1-concepts"]
+        for s, r in rows.items()
+    }
+    assert points == {
+        "alice": [10, 10, 10, 8],
+        "bob": [0, 10, 0, 8],
+        "carol": [10, 0, 0, 8],
+    }, points
+    assert (
+        float(rows["bob"]["A1-written-1"]) == 4
+        and rows["alice"]["status"] == "needs manual grading"
+    )
     assert rows["alice"]["out of"] == "58.0"
     feedback = (course / "feedback" / "bob" / "A1" / "A1_attention.html").read_text()
-    assert "a query sees" in feedback                             # the grader's sentence, as the cell's comment
+    assert "a query sees" in feedback  # the grader's sentence, as the cell's comment
 
 
 @pytest.fixture(scope="module")
 def a3_runs(tmp_path_factory):
-    """A made-up hand-in for assignment 3, on quick mode's data: the reference (trained 3 s), a setting trained
-    three times as long, and settings that only change a number, whose weights are the reference's drowned in
-    noise (so they cannot beat it, however few updates the 3 s made); a second seed is a copy with its seed
-    changed and a little noise (its figures are then about its first seed's)."""
+    """A made-up hand-in for assignment 3, on quick mode's data: the reference (trained
+    3 s), a setting trained three times as long, and settings that only change a number,
+    whose weights are the reference's drowned in noise (so they cannot beat it, however
+    few updates the 3 s made); a second seed is a copy with its seed changed and a
+    little noise (its figures are then about its first seed's)."""
     from nmt_lib.checks.assignments import REFERENCE
     from nmt_lib.run.cli import main as nmt
+
     folder = tmp_path_factory.mktemp("a3") / "runs" / "a3"
     options = REFERENCE.replace("40000", "6000").split() + ["--progress", "none"]
-    for name, minutes, change in (("reference", "0.05", []), ("longer", "0.15", ["--warmup", "40"])):
+    for name, minutes, change in (
+        ("reference", "0.05", []),
+        ("longer", "0.15", ["--warmup", "40"]),
+    ):
         out = folder / f"{name}.seed1.pt"
-        assert nmt(["train", "--out", str(out), *options, *change, "--time-limit", minutes]) == 0
-    for i, (name, source, setting, noise) in enumerate((
-            ("reference", "reference", {}, 1e-4), ("longer", "longer", {}, 1e-4),
-            ("clip", "reference", {"clip": 0.5}, 1.0), ("smooth", "reference", {"label_smoothing": 0.2}, 1.0))):
+        assert (
+            nmt(
+                ["train", "--out", str(out), *options, *change, "--time-limit", minutes]
+            )
+            == 0
+        )
+    for i, (name, source, setting, noise) in enumerate(
+        (
+            ("reference", "reference", {}, 1e-4),
+            ("longer", "longer", {}, 1e-4),
+            ("clip", "reference", {"clip": 0.5}, 1.0),
+            ("smooth", "reference", {"label_smoothing": 0.2}, 1.0),
+        )
+    ):
         for seed in (1, 2):
             if (folder / f"{name}.seed{seed}.pt").exists():
                 continue
             payload = torch.load(folder / f"{source}.seed1.pt", weights_only=True)
             payload["train"].update(setting, seed=seed)
-            gen = torch.Generator().manual_seed(10 * i + seed)         # weights of its own: a little noise
+            gen = torch.Generator().manual_seed(
+                10 * i + seed
+            )  # weights of its own: a little noise
             for value in payload["state_dict"].values():
                 if value.is_floating_point():
                     value.add_(noise * torch.randn(value.shape, generator=gen))
@@ -338,12 +607,16 @@ def a3_runs(tmp_path_factory):
 
 
 def edited(folder, tmp_path, name, change):
-    """A copy of the hand-in `folder` with `change(payload)` applied to run `name`'s checkpoint."""
+    """A copy of the hand-in `folder` with `change(payload)` applied to run `name`'s
+    checkpoint."""
     import shutil
+
     copy = tmp_path / "runs" / "a3"
     shutil.copytree(folder, copy)
     payload = torch.load(copy / f"{name}.pt", weights_only=True)
-    payload["path"] = str(copy / f"{name.split('.')[0]}.seed1.pt")      # for a change that reads a sibling
+    payload["path"] = str(
+        copy / f"{name.split('.')[0]}.seed1.pt"
+    )  # for a change that reads a sibling
     change(payload)
     payload.pop("path")
     torch.save(payload, copy / f"{name}.pt")
@@ -351,38 +624,92 @@ def edited(folder, tmp_path, name, change):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, change, says", [
-    ("longer.seed2", lambda p: p["progress"].update(seconds=700.0), "longer.seed2 trained 700 s: the budget is 630 s"),
-    ("clip.seed1", lambda p: p["progress"]["sessions"][0].update(machine="Intel Xeon, 8 cores, 2 threads"),
-     "the runs were trained on 2 machines"),
-    ("reference.seed2", lambda p: p["progress"]["sessions"][0].update(machine="AMD EPYC, 2 cores, 8 threads"),
-     "every session runs on the CPU with --threads 2"),
-    ("reference.seed2", lambda p: p["train"].update(lr_factor=0.5),
-     "reference.seed2: its train settings lr_factor differ from the reference command's"),
-    ("longer.seed2", lambda p: p["config"].update(dropout=0.0),
-     "longer.seed2: its config settings dropout differ from its seed 1's"),
-    ("smooth.seed1", lambda p: p["tgt_vocab"].reverse(), "smooth.seed1 was trained on other data"),
-    ("smooth.seed1", lambda p: p["data"].update(test_frac=0.01), "smooth.seed1 was trained on other data"),
-    ("clip.seed2", lambda p: p["train"].update(seed=1), "clip.seed2 was trained with --seed 1"),
-    ("clip.seed2", lambda p: p.update(state_dict=torch.load(p["path"], weights_only=True)["state_dict"]),
-     "clip.seed2 holds the same weights as clip.seed1"),
-    ("longer.seed2", lambda p: p["progress"]["sessions"].append(dict(p["progress"]["sessions"][0], seconds=650.0)),
-     "longer.seed2 trained 6"),
-])
-def test_assignment_3_s_runs_are_checked_against_its_rules(a3_runs, tmp_path, name, change, says):
+@pytest.mark.parametrize(
+    "name, change, says",
+    [
+        (
+            "longer.seed2",
+            lambda p: p["progress"].update(seconds=700.0),
+            "longer.seed2 trained 700 s: the budget is 630 s",
+        ),
+        (
+            "clip.seed1",
+            lambda p: p["progress"]["sessions"][0].update(
+                machine="Intel Xeon, 8 cores, 2 threads"
+            ),
+            "the runs were trained on 2 machines",
+        ),
+        (
+            "reference.seed2",
+            lambda p: p["progress"]["sessions"][0].update(
+                machine="AMD EPYC, 2 cores, 8 threads"
+            ),
+            "every session runs on the CPU with --threads 2",
+        ),
+        (
+            "reference.seed2",
+            lambda p: p["train"].update(lr_factor=0.5),
+            (
+                "reference.seed2: its train settings lr_factor differ from the"
+                " reference command's"
+            ),
+        ),
+        (
+            "longer.seed2",
+            lambda p: p["config"].update(dropout=0.0),
+            "longer.seed2: its config settings dropout differ from its seed 1's",
+        ),
+        (
+            "smooth.seed1",
+            lambda p: p["tgt_vocab"].reverse(),
+            "smooth.seed1 was trained on other data",
+        ),
+        (
+            "smooth.seed1",
+            lambda p: p["data"].update(test_frac=0.01),
+            "smooth.seed1 was trained on other data",
+        ),
+        (
+            "clip.seed2",
+            lambda p: p["train"].update(seed=1),
+            "clip.seed2 was trained with --seed 1",
+        ),
+        (
+            "clip.seed2",
+            lambda p: p.update(
+                state_dict=torch.load(p["path"], weights_only=True)["state_dict"]
+            ),
+            "clip.seed2 holds the same weights as clip.seed1",
+        ),
+        (
+            "longer.seed2",
+            lambda p: p["progress"]["sessions"].append(
+                dict(p["progress"]["sessions"][0], seconds=650.0)
+            ),
+            "longer.seed2 trained 6",
+        ),
+    ],
+)
+def test_assignment_3_s_runs_are_checked_against_its_rules(
+    a3_runs, tmp_path, name, change, says
+):
     from nmt_lib.checks import CheckFailed, check_runs
     from nmt_lib.checks.assignments import find_runs
+
     assert check_runs(find_runs(a3_runs), "longer") == "8 runs, each within the rules"
     with pytest.raises(CheckFailed, match=re.escape(says)):
         check_runs(find_runs(edited(a3_runs, tmp_path, name, change)), "longer")
 
 
 @pytest.mark.slow
-def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(a3_runs):
+def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(
+    a3_runs,
+):
     import numpy as np
     import pandas as pd
     from nmt_lib.checks.assignments import find_runs, runs_bleu
     from nmt_lib.metrics import paired_bootstrap
+
     runs = find_runs(a3_runs)
     valid = runs_bleu(runs, "valid")
 
@@ -391,29 +718,47 @@ def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_
         a, b = paired_bootstrap(mine.counts(), base.counts())
         low, high = np.percentile(a - b, [2.5, 97.5])
         return [mine.bleu, mine.bleu - base.bleu, low, high]
+
     keys = [key for key in runs if key[0] != "reference"]
-    table = pd.DataFrame([row(*key) for key in keys], index=pd.MultiIndex.from_tuples(keys, names=["setting", "seed"]),
-                         columns=["valid BLEU", "minus reference", "low", "high"])
+    table = pd.DataFrame(
+        [row(*key) for key in keys],
+        index=pd.MultiIndex.from_tuples(keys, names=["setting", "seed"]),
+        columns=["valid BLEU", "minus reference", "low", "high"],
+    )
     rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
     assert [r["points"] for r in rows[:2]] == [20, 10], rows
     table.loc[("longer", 2), ["low", "high"]] = [-50.0, 50.0]
     rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
-    assert rows[1]["points"] == 5 and "row ('longer', 2): low is -50.00, but its checkpoint measures" in \
-        rows[1]["messages"][1], rows[1]
+    assert (
+        rows[1]["points"] == 5
+        and "row ('longer', 2): low is -50.00, but its checkpoint measures"
+        in rows[1]["messages"][1]
+    ), rows[1]
     rows = grade("A3", {"chosen": "clip", "ablation": table, "my_answers": {}}, runs)
-    assert rows[0]["points"] == 0 and "clip: valid BLEU" in rows[0]["messages"][0], rows[0]
+    assert rows[0]["points"] == 0 and "clip: valid BLEU" in rows[0]["messages"][0], (
+        rows[0]
+    )
 
 
 @pytest.mark.slow
-def test_assignment_3_s_answers_cross_from_the_sandbox_as_plain_data_and_its_template_scores_nothing(a3_runs):
-    """The model answer's two tasks, choosing `longer`, handed in with the runs beside the notebook: its
-    `chosen` and its table come back from the sandbox and score full marks; the template scores nothing."""
+def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_nothing(
+    a3_runs,
+):
+    """The model answer's two tasks, choosing `longer`, handed in with the runs beside
+    the notebook: its `chosen` and its table come back from the sandbox and score full
+    marks; the template scores nothing.
+    """
     import shutil
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
+
     answer = json.loads((ANSWERS / "A3_training.ipynb").read_text())
-    code = ["".join(c["source"]) for c in answer["cells"] if c["cell_type"] == "code"
-            and "teacher-only" not in c["metadata"].get("tags", [])]
+    code = [
+        "".join(c["source"])
+        for c in answer["cells"]
+        if c["cell_type"] == "code"
+        and "teacher-only" not in c["metadata"].get("tags", [])
+    ]
     code = [c.replace('"warmdown"', '"longer"') for c in code if "%matplotlib" not in c]
     folder = a3_runs.parent.parent
     for name, cells in (("mine.ipynb", code), ("template.ipynb", None)):
@@ -421,9 +766,26 @@ def test_assignment_3_s_answers_cross_from_the_sandbox_as_plain_data_and_its_tem
         if cells is None:
             shutil.copy(ROOT / "assignments" / "A3_training.ipynb", notebook)
         else:
-            notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-                {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [],
-                 "source": source} for i, source in enumerate(cells)]}))
+            notebook.write_text(
+                json.dumps(
+                    {
+                        "nbformat": 4,
+                        "nbformat_minor": 5,
+                        "metadata": {},
+                        "cells": [
+                            {
+                                "cell_type": "code",
+                                "id": f"c{i}",
+                                "metadata": {},
+                                "execution_count": None,
+                                "outputs": [],
+                                "source": source,
+                            }
+                            for i, source in enumerate(cells)
+                        ],
+                    }
+                )
+            )
         with Sandbox("A3", notebook, timeout=120, carry=("runs/a3",)) as box:
             rows = grade_in_sandbox("A3", box)
         points = [r["points"] for r in rows[:2]]

@@ -1,4 +1,5 @@
 """nmt_lib.metrics against sacreBLEU (corpus BLEU) and d2l (sentence BLEU)."""
+
 import random
 
 import pytest
@@ -8,11 +9,14 @@ from nmt_lib.metrics import clipped_matches, corpus_bleu, ngrams, sentence_bleu
 sacrebleu = pytest.importorskip("sacrebleu")
 try:
     import d2l.torch as d2l
-except ImportError:                 # the course runs without d2l; only the comparisons with it skip
+except ImportError:  # the course runs without d2l; only the comparisons with it skip
     d2l = None
 needs_d2l = pytest.mark.skipif(d2l is None, reason="d2l is not installed")
 
-WORDS = "je tu il elle nous suis es est sommes là ici chat chien le la un une de à . ! ?".split()
+WORDS = (
+    "je tu il elle nous suis es est sommes là ici chat chien le la un une de à . ! ?"
+)
+WORDS = WORDS.split()
 
 
 def random_sentence(rng, lo=1, hi=12):
@@ -25,8 +29,12 @@ def noisy_copy(rng, ref):
 
 
 def sacre(hyps, ref_streams, **kw):
-    return sacrebleu.corpus_bleu([" ".join(h) for h in hyps],
-                                 [[" ".join(r) for r in stream] for stream in ref_streams], tokenize="none", **kw).score
+    return sacrebleu.corpus_bleu(
+        [" ".join(h) for h in hyps],
+        [[" ".join(r) for r in stream] for stream in ref_streams],
+        tokenize="none",
+        **kw,
+    ).score
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -35,10 +43,14 @@ def test_corpus_bleu_equals_sacrebleu_single_and_multi_reference(seed):
     refs_a = [random_sentence(rng) for _ in range(150)]
     refs_b = [random_sentence(rng) for _ in range(150)]
     hyps = [noisy_copy(rng, r) for r in refs_a]
-    hyps[3] = []                                          # an empty output counts too
+    hyps[3] = []  # an empty output counts too
     assert corpus_bleu(hyps, refs_a) == pytest.approx(sacre(hyps, [refs_a]), abs=1e-9)
-    assert corpus_bleu(hyps, [[a, b] for a, b in zip(refs_a, refs_b)]) == pytest.approx(sacre(hyps, [refs_a, refs_b]), abs=1e-9)
-    assert corpus_bleu(hyps, refs_a, smooth="none") == pytest.approx(sacre(hyps, [refs_a], smooth_method="none"), abs=1e-9)
+    assert corpus_bleu(hyps, [[a, b] for a, b in zip(refs_a, refs_b)]) == pytest.approx(
+        sacre(hyps, [refs_a, refs_b]), abs=1e-9
+    )
+    assert corpus_bleu(hyps, refs_a, smooth="none") == pytest.approx(
+        sacre(hyps, [refs_a], smooth_method="none"), abs=1e-9
+    )
     assert 20 < corpus_bleu(hyps, refs_a) < 90
 
 
@@ -61,7 +73,10 @@ def test_corpus_bleu_extremes_and_errors():
 def test_clipping_and_ngrams():
     assert ngrams(["a", "b", "a", "b"], 2) == {("a", "b"): 2, ("b", "a"): 1}
     assert clipped_matches(["the"] * 7, [["the", "cat", "the"]], 1) == (2, 7)
-    assert clipped_matches(["the"] * 7, [["the", "cat"], ["the", "the", "the"]], 1) == (3, 7)
+    assert clipped_matches(["the"] * 7, [["the", "cat"], ["the", "the", "the"]], 1) == (
+        3,
+        7,
+    )
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])
@@ -71,5 +86,7 @@ def test_sentence_bleu_equals_d2l(k):
     for _ in range(200):
         ref = random_sentence(rng)
         hyp = noisy_copy(rng, ref) if rng.random() < 0.5 else random_sentence(rng)
-        assert sentence_bleu(hyp, ref, k) == pytest.approx(d2l.bleu(" ".join(hyp), " ".join(ref), k), abs=1e-12)
+        assert sentence_bleu(hyp, ref, k) == pytest.approx(
+            d2l.bleu(" ".join(hyp), " ".join(ref), k), abs=1e-12
+        )
     assert sentence_bleu([], ["a"]) == 0.0

@@ -1,26 +1,39 @@
-"""Chapter 12's parts: RoPE's relative property, the KV cache under RoPE and GQA, RMSNorm against
-PyTorch's, equal parameter counts, the switches' checks, the command line, and the graders."""
+"""Chapter 12's parts: RoPE's relative property, the KV cache under RoPE and GQA,
+RMSNorm against PyTorch's, equal parameter counts, the switches' checks, the command
+line, and the graders.
+"""
+
 import pytest
 import torch
 from torch import nn
 
-from test_checks import one_line                          # the graders' one-sentence message
+from test_checks import one_line  # the graders' one-sentence message
 from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import DecoderOnlyLM, LMConfig
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.lm_translator import DecoderOnlyTranslator, prompt_greedy, translate_ids
-from nmt_lib.modern import TODAY, GroupedQueryAttention, ModernParts, RMSNorm, SwiGLU, cache_bytes, rotate, swiglu_width
+from nmt_lib.modern import (
+    TODAY,
+    GroupedQueryAttention,
+    ModernParts,
+    RMSNorm,
+    SwiGLU,
+    cache_bytes,
+    rotate,
+    swiglu_width,
+)
 from nmt_lib.modern_experiment import d_ff_for, mean_difference
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
 from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
 
 
-
 def tiny(norm_first=False, **switches):
     torch.manual_seed(0)
-    cfg = TransformerConfig(20, 30, d_model=32, n_heads=4, d_ff=48, n_layers=2, norm_first=norm_first)
+    cfg = TransformerConfig(
+        20, 30, d_model=32, n_heads=4, d_ff=48, n_layers=2, norm_first=norm_first
+    )
     return Transformer(cfg, ModernParts(**switches)).eval()
 
 
@@ -30,16 +43,24 @@ def test_rope_scores_depend_only_on_the_distance():
     score = lambda m, n: (rotate(q[None], m) @ rotate(k[None], n).T).item()
     for m, n in [(0, 0), (5, 2), (30, 1)]:
         assert score(m, n) == pytest.approx(score(m + 17, n + 17), abs=1e-4)
-    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)        # but it does depend on the distance
+    assert score(5, 2) != pytest.approx(
+        score(5, 3), abs=1e-3
+    )  # but it does depend on the distance
 
 
 def test_rope_is_chapter_6s_rotation_and_start_is_the_position():
     x = torch.randn(2, 6, 8)
     for m in range(6):
-        torch.testing.assert_close(rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, -m))   # the paper's direction
-    torch.testing.assert_close(rotate(x, start=3), rotate(torch.cat([torch.zeros(2, 3, 8), x], 1))[:, 3:])
+        torch.testing.assert_close(
+            rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, -m)
+        )  # the paper's direction
+    torch.testing.assert_close(
+        rotate(x, start=3), rotate(torch.cat([torch.zeros(2, 3, 8), x], 1))[:, 3:]
+    )
     with pytest.raises(ValueError, match="head width must be even"):
-        GroupedQueryAttention(12, 4, rotary=True)                  # heads of 3 features: no pairs to turn
+        GroupedQueryAttention(
+            12, 4, rotary=True
+        )  # heads of 3 features: no pairs to turn
 
 
 def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
@@ -51,36 +72,50 @@ def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
     torch.testing.assert_close(ours(x), theirs(x))
     model = tiny(rms=True, norm_first=True)
     norms = [m for m in model.modules() if isinstance(m, (RMSNorm, nn.LayerNorm))]
-    assert len(norms) == 2 * 2 + 2 * 3 + 2 and all(isinstance(m, RMSNorm) for m in norms)
+    assert len(norms) == 2 * 2 + 2 * 3 + 2 and all(
+        isinstance(m, RMSNorm) for m in norms
+    )
 
 
-@pytest.mark.parametrize("switches", [dict(rope=True), dict(kv_heads=1), dict(norm_first=True, **TODAY)])
+@pytest.mark.parametrize(
+    "switches", [dict(rope=True), dict(kv_heads=1), dict(norm_first=True, **TODAY)]
+)
 def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
     model = tiny(**switches)
     src, src_len = torch.randint(3, 20, (3, 6)), torch.tensor([6, 4, 2])
-    assert (greedy_decode(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens ==
-            greedy_decode_nocache(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens)
+    assert (
+        greedy_decode(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens
+        == greedy_decode_nocache(
+            model, src, src_len, bos_id=1, eos_id=-1, max_len=12
+        ).tokens
+    )
     tgt = torch.randint(3, 30, (3, 7))
     state = model.encode(src, src_len)
     full = model.step(tgt, state)[0]
     steps = []
     for t in range(tgt.shape[1]):
-        logits, state, _ = model.step(tgt[:, t:t + 1], state)
+        logits, state, _ = model.step(tgt[:, t : t + 1], state)
         steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 
 
 def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
     torch.manual_seed(0)
-    mha, gqa = MultiHeadAttention(32, 4).eval(), GroupedQueryAttention(32, 4, kv_heads=4).eval()
+    mha, gqa = (
+        MultiHeadAttention(32, 4).eval(),
+        GroupedQueryAttention(32, 4, kv_heads=4).eval(),
+    )
     gqa.load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
     k, v = GroupedQueryAttention(32, 4, kv_heads=1).project_kv(x, x)
     assert k.shape == v.shape == (2, 1, 5, 8)
     block = tiny(kv_heads=4).encoder.blocks[0]
-    assert type(block.self_attn) is MultiHeadAttention     # the 2017 module
-    assert all(type(m) is not GroupedQueryAttention for m in tiny(swiglu=True, rms=True).modules())
+    assert type(block.self_attn) is MultiHeadAttention  # the 2017 module
+    assert all(
+        type(m) is not GroupedQueryAttention
+        for m in tiny(swiglu=True, rms=True).modules()
+    )
 
 
 def test_the_kv_cache_shrinks_with_the_kv_heads():
@@ -88,17 +123,26 @@ def test_the_kv_cache_shrinks_with_the_kv_heads():
     for G in (4, 2, 1):
         model = tiny(kv_heads=G)
         src, src_len = torch.randint(3, 20, (2, 5)), torch.tensor([5, 5])
-        state = model.step(torch.ones(2, 3, dtype=torch.long), model.encode(src, src_len))[1]
+        state = model.step(
+            torch.ones(2, 3, dtype=torch.long), model.encode(src, src_len)
+        )[1]
         sizes[G] = cache_bytes(state.self_kv)
-    assert sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4   # layers, k+v, B, G, Dh, T, fp32
+    assert (
+        sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4
+    )  # layers, k+v, B, G, Dh, T, fp32
 
 
 def test_swiglu_and_d_ff_for_match_the_parameter_count():
     for D, F in [(128, 512), (256, 768), (64, 100)]:
-        relu, glu = num_parameters(PositionWiseFFN(D, F)), num_parameters(SwiGLU(D, swiglu_width(D, F)))
+        relu, glu = (
+            num_parameters(PositionWiseFFN(D, F)),
+            num_parameters(SwiGLU(D, swiglu_width(D, F))),
+        )
         assert abs(glu / relu - 1) < 0.01
-    build = lambda d_ff=256, **kw: Transformer(TransformerConfig(300, 400, d_model=64, n_heads=4, n_layers=2,
-                                                                 d_ff=d_ff), ModernParts(**kw))
+    build = lambda d_ff=256, **kw: Transformer(
+        TransformerConfig(300, 400, d_model=64, n_heads=4, n_layers=2, d_ff=d_ff),
+        ModernParts(**kw),
+    )
     target = num_parameters(build())
     for switches in [dict(kv_heads=1), dict(swiglu=True), TODAY]:
         f = d_ff_for(lambda d: build(**switches, d_ff=d), target)
@@ -107,19 +151,25 @@ def test_swiglu_and_d_ff_for_match_the_parameter_count():
 
 def test_the_decoder_only_translator_reads_english_then_french():
     torch.manual_seed(0)
-    lm = DecoderOnlyLM(LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, norm_first=True),
-                       ModernParts(**TODAY))
+    lm = DecoderOnlyLM(
+        LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, norm_first=True),
+        ModernParts(**TODAY),
+    )
     translator = DecoderOnlyTranslator(lm, offset=12).eval()
     src = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
     src_len = torch.tensor([4, 2])
     tgt_in = torch.tensor([[1, 4, 9], [1, 11, 0]])
     logits = translator(src, src_len, tgt_in)
     assert logits.shape == (2, 3, 15)
-    alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][0, 2:, 12:]         # row 2 without its padding
+    alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][
+        0, 2:, 12:
+    ]  # row 2 without its padding
     torch.testing.assert_close(logits[1, :2], alone, atol=1e-5, rtol=1e-4)
     sources = [[5, 6, 7, 2], [8, 2], [9, 10, 2]]
     batched = translate_ids(translator, sources, bos_id=1, eos_id=2, max_len=6)
-    for ids, out in zip(sources, batched):            # against recomputing the whole prefix at every step
+    for ids, out in zip(
+        sources, batched
+    ):  # against recomputing the whole prefix at every step
         prefix, expected = ids + [1 + 12], []
         for _ in range(6):
             token = int(lm(torch.tensor([prefix]))[0][0, -1, 12:].argmax())
@@ -128,23 +178,36 @@ def test_the_decoder_only_translator_reads_english_then_french():
             expected.append(token)
             prefix.append(token + 12)
         assert out == expected
-    padded = prompt_greedy(translator, torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]),
-                           torch.tensor([4, 2, 3]), bos_id=1, eos_id=2, max_len=6)
-    assert padded.tokens == batched                   # translate's padded batches: each prompt without its padding
+    padded = prompt_greedy(
+        translator,
+        torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]),
+        torch.tensor([4, 2, 3]),
+        bos_id=1,
+        eos_id=2,
+        max_len=6,
+    )
+    assert (
+        padded.tokens == batched
+    )  # translate's padded batches: each prompt without its padding
 
 
 def test_mean_difference_is_the_two_sample_t_interval():
     from scipy import stats
+
     x, y = [5.2, 6.1, 4.8, 5.9, 6.4], [4.1, 4.9, 3.8, 5.6, 4.4]
     d, low, high = mean_difference(x, y)
-    result = stats.ttest_ind(x, y)                    # pooled variance: d / t_statistic is the standard error
+    result = stats.ttest_ind(
+        x, y
+    )  # pooled variance: d / t_statistic is the standard error
     half = stats.t.ppf(0.975, len(x) + len(y) - 2) * d / result.statistic
     assert (d, low, high) == pytest.approx((d, d - half, d + half), abs=1e-3)
     assert (low > 0) == (result.pvalue < 0.05)
 
 
 def test_check_rms_norm_names_the_usual_mistakes():
-    assert "right" in check_rms_norm(lambda x, w, eps: w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    assert "right" in check_rms_norm(
+        lambda x, w, eps: w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    )
     layer = lambda x, w, eps: w * nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
     assert "that is LayerNorm" in one_line(check_rms_norm, layer)
     no_root = lambda x, w, eps: w * x / (x.pow(2).mean(-1, keepdim=True) + eps)
@@ -165,7 +228,9 @@ def test_check_rope_names_the_usual_mistakes():
 def _reverse(x, start):
     """Turned by -m (chapter 6's direction): the transpose of each 2x2 rotation."""
     T, Dh = x.shape[-2:]
-    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
+    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (
+        -torch.arange(0, Dh, 2) / Dh
+    )
     c, s = angles.cos(), angles.sin()
     a, b = x[..., 0::2], x[..., 1::2]
     return torch.stack([a * c + b * s, b * c - a * s], -1).flatten(-2)
@@ -173,26 +238,35 @@ def _reverse(x, start):
 
 def _halves(x, start):
     T, Dh = x.shape[-2:]
-    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (-torch.arange(0, Dh, 2) / Dh)
+    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (
+        -torch.arange(0, Dh, 2) / Dh
+    )
     c, s = angles.cos(), angles.sin()
-    a, b = x[..., :Dh // 2], x[..., Dh // 2:]
+    a, b = x[..., : Dh // 2], x[..., Dh // 2 :]
     return torch.cat([a * c - b * s, a * s + b * c], -1)
 
 
 def test_check_kv_sharing_names_repeat_and_reports_an_exception_as_its_case():
-    assert "right" in check_kv_sharing(lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1))
-    assert "repeat_interleave" in one_line(check_kv_sharing, lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
+    assert "right" in check_kv_sharing(
+        lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1)
+    )
+    assert "repeat_interleave" in one_line(
+        check_kv_sharing, lambda k, h: k.repeat(1, h // k.shape[1], 1, 1)
+    )
     assert "wrong shape" in one_line(check_kv_sharing, lambda k, h: k)
 
     def crashes(k, n_heads):
-        return k.expand(-1, n_heads, -1)                  # the wrong number of sizes
+        return k.expand(-1, n_heads, -1)  # the wrong number of sizes
 
     message = one_line(check_kv_sharing, crashes)
-    assert message.startswith("2 key/value heads for 4 query heads: your code raised RuntimeError")
+    assert message.startswith(
+        "2 key/value heads for 4 query heads: your code raised RuntimeError"
+    )
     assert "your line: return k.expand(-1, n_heads, -1)" in message
 
     def crashes_with_a_long_message(k, n_heads):
         raise TypeError("first line\nsecond line")
 
     assert one_line(check_kv_sharing, crashes_with_a_long_message).endswith(
-        "TypeError: first line (your line: raise TypeError(\"first line\\nsecond line\"))")
+        'TypeError: first line (your line: raise TypeError("first line\\nsecond line"))'
+    )

@@ -1,6 +1,8 @@
-"""The grading sandbox (grading/sandbox.py): a submission's code runs in a copy of the course whose withheld
-implementations are stubs, PyTorch's attention is refused, and only plain data comes back. Each attack below
-got full marks from the grader that swapped objects in the submission's own kernel."""
+"""The grading sandbox (grading/sandbox.py): a submission's code runs in a copy of the
+course whose withheld implementations are stubs, PyTorch's attention is refused, and
+only plain data comes back. Each attack below got full marks from the grader that
+swapped objects in the submission's own kernel."""
+
 import json
 
 import pytest
@@ -9,7 +11,7 @@ import torch
 from grading.sandbox import Sandbox
 from nmt_lib.checks import CheckFailed
 
-ATTACKS = '''
+ATTACKS = """
 import functools, importlib, inspect, sys, types
 import torch
 import torch.nn.functional as F
@@ -52,18 +54,23 @@ def from_source(scores, logp, finished):
 def second_import(scores, logp, finished):
     for name in [m for m in sys.modules if m.startswith("nmt_lib")]:
         del sys.modules[name]
-    return importlib.import_module("nmt_lib.decoding").beam_step(scores, logp, finished, 2)
+    decoding = importlib.import_module("nmt_lib.decoding")
+    return decoding.beam_step(scores, logp, finished, 2)
 
 
-def off_the_path(scores, logp, finished):  # the copy taken off the path: the installed course instead?
+def off_the_path(scores, logp, finished):
+    # the copy taken off the path: the installed course instead?
     sys.path[:] = [p for p in sys.path if p not in ("", ".", str(Path.cwd()))]
     for name in [m for m in sys.modules if m.startswith("nmt_lib")]:
         del sys.modules[name]
-    return importlib.import_module("nmt_lib.decoding").beam_step(scores, logp, finished, 2)
+    decoding = importlib.import_module("nmt_lib.decoding")
+    return decoding.beam_step(scores, logp, finished, 2)
 
 
-def model_answer(scores, logp, finished):  # the teacher's model answer, found beside the course
-    book = Path(nmt_lib.__file__).parents[1] / "solutions" / "assignments" / "A2_transformer.ipynb"
+def model_answer(scores, logp, finished):
+    # the teacher's model answer, found beside the course
+    folder = Path(nmt_lib.__file__).parents[1] / "solutions" / "assignments"
+    book = folder / "A2_transformer.ipynb"
     return json.loads(book.read_text())
 
 
@@ -107,14 +114,24 @@ class Sneaky:
 
 def not_plain(q):
     return Sneaky()
-'''
+"""
 
 
 def sandbox(assignment, folder):
     notebook = folder / "submission.ipynb"
-    cell = {"cell_type": "code", "id": "attacks", "metadata": {}, "execution_count": None, "outputs": [],
-            "source": "import json\n" + ATTACKS}
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}))
+    cell = {
+        "cell_type": "code",
+        "id": "attacks",
+        "metadata": {},
+        "execution_count": None,
+        "outputs": [],
+        "source": "import json\n" + ATTACKS,
+    }
+    notebook.write_text(
+        json.dumps(
+            {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
+        )
+    )
     return Sandbox(assignment, notebook, timeout=120)
 
 
@@ -125,7 +142,9 @@ def box(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def attacked_box(tmp_path_factory):      # for the attacks that take the course off the kernel's path
+def attacked_box(
+    tmp_path_factory,
+):  # for the attacks that take the course off the kernel's path
     with sandbox("A2", tmp_path_factory.mktemp("attacked")) as a2:
         yield a2
 
@@ -138,25 +157,54 @@ def attention_box(tmp_path_factory):
 
 def test_the_sandbox_holds_the_course_and_no_answers(box):
     assert (box.folder / "nmt_lib" / "decoding.py").is_file() and box.errors == []
-    assert not any((box.folder / part).exists() for part in ("solutions", "grading", "tests", "assignments"))
+    assert not any(
+        (box.folder / part).exists()
+        for part in ("solutions", "grading", "tests", "assignments")
+    )
 
 
 def test_an_honest_answer_comes_back_as_plain_data(box):
     scores = torch.zeros(2, 3)
-    assert torch.equal(box.call("right", scores, torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.bool)),
-                       scores + 1)
+    assert torch.equal(
+        box.call(
+            "right", scores, torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.bool)
+        ),
+        scores + 1,
+    )
 
 
-@pytest.mark.parametrize("name", ["default_argument", "closure", "partial", "from_a_container", "code_copy",
-                                  "from_source", "second_import"])
-def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(attacked_box, name):
-    args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default_argument",
+        "closure",
+        "partial",
+        "from_a_container",
+        "code_copy",
+        "from_source",
+        "second_import",
+    ],
+)
+def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(
+    attacked_box, name
+):
+    args = (
+        torch.zeros(1, 2),
+        torch.log_softmax(torch.randn(1, 2, 5), -1),
+        torch.zeros(1, 2, dtype=torch.bool),
+    )
     with pytest.raises(NotImplementedError, match="the course's beam_step is withheld"):
         attacked_box.call(name, *args)
 
 
-def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(attacked_box):
-    args = (torch.zeros(1, 2), torch.log_softmax(torch.randn(1, 2, 5), -1), torch.zeros(1, 2, dtype=torch.bool))
+def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(
+    attacked_box,
+):
+    args = (
+        torch.zeros(1, 2),
+        torch.log_softmax(torch.randn(1, 2, 5), -1),
+        torch.zeros(1, 2, dtype=torch.bool),
+    )
     with pytest.raises(ModuleNotFoundError, match="No module named 'nmt_lib'"):
         attacked_box.call("off_the_path", *args)
 
@@ -166,11 +214,19 @@ def test_the_model_answers_are_not_beside_the_sandbox_s_course(box):
         box.call("model_answer", None, None, None)
 
 
-@pytest.mark.parametrize("name", ["pytorch_attention", "aten_attention", "torch_module_attention"])
-def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(attention_box, box, name):
+@pytest.mark.parametrize(
+    "name", ["pytorch_attention", "aten_attention", "torch_module_attention"]
+)
+def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(
+    attention_box, box, name
+):
     with pytest.raises(RuntimeError, match="PyTorch's attention"):
         attention_box.call(name, torch.randn(1, 3, 4))
-    assert box.call(name, torch.randn(1, 3, 4)).shape == (1, 3, 4)      # allowed where attention is not the task
+    assert box.call(name, torch.randn(1, 3, 4)).shape == (
+        1,
+        3,
+        4,
+    )  # allowed where attention is not the task
 
 
 def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
@@ -181,8 +237,12 @@ def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
 def test_a_module_the_submission_builds_stays_in_its_kernel_and_answers_there(box):
     local = torch.nn.Linear(4, 4)
     mine = box.call("Doubled", 4)
-    assert isinstance(mine, torch.nn.Module) and not list(mine.parameters())        # nothing of it came back
-    keys = mine.load_state_dict({f"W.{k}": v for k, v in local.state_dict().items()}, strict=False)
+    assert isinstance(mine, torch.nn.Module) and not list(
+        mine.parameters()
+    )  # nothing of it came back
+    keys = mine.load_state_dict(
+        {f"W.{k}": v for k, v in local.state_dict().items()}, strict=False
+    )
     assert keys.missing_keys == keys.unexpected_keys == []
     x, g = torch.randn(3, 4), torch.randn(3, 4)
     assert torch.allclose(mine(x), 2 * local(x))
@@ -194,17 +254,31 @@ def test_a_module_the_submission_builds_stays_in_its_kernel_and_answers_there(bo
 
 def test_a_course_model_crosses_as_its_settings_and_weights(box):
     from nmt_lib.checks.assignments import random_translator, sources
+
     model, (src, src_len) = random_translator(), sources()
     tgt_in = torch.tensor([[1, 4, 5]] * src.shape[0])
-    assert torch.allclose(box.call("logits", model, src, src_len, tgt_in), model(src, src_len, tgt_in), atol=1e-6)
+    assert torch.allclose(
+        box.call("logits", model, src, src_len, tgt_in),
+        model(src, src_len, tgt_in),
+        atol=1e-6,
+    )
 
 
 def test_a_call_that_changes_its_arguments_changes_them_here_too(box):
     logits = torch.ones(2, 3)
-    assert torch.equal(box.call("in_place", logits), 2 * torch.ones(2, 3)) and torch.equal(logits, 2 * torch.ones(2, 3))
+    assert torch.equal(
+        box.call("in_place", logits), 2 * torch.ones(2, 3)
+    ) and torch.equal(logits, 2 * torch.ones(2, 3))
 
 
 def test_the_graders_can_ask_what_a_name_is_and_read_a_plain_value(box):
-    assert box.describe("beam_step") == {"defined": True, "none": False, "module": "nmt_lib.decoding",
-                                         "callable": True}
-    assert box.describe("nothing")["defined"] is False and box.value("answers") == {1: "b", 2: "c"}
+    assert box.describe("beam_step") == {
+        "defined": True,
+        "none": False,
+        "module": "nmt_lib.decoding",
+        "callable": True,
+    }
+    assert box.describe("nothing")["defined"] is False and box.value("answers") == {
+        1: "b",
+        2: "c",
+    }

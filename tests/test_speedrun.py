@@ -1,5 +1,6 @@
-"""The speedrun's record table (speedrun/run.py): each record beside the one it builds on, with the gain's
-paired-bootstrap interval (chapter 4a) over the test sentences."""
+"""The speedrun's record table (speedrun/run.py): each record beside the one it builds
+on, with the gain's paired-bootstrap interval (chapter 4a) over the test sentences."""
+
 import importlib.util
 import json
 
@@ -11,13 +12,17 @@ from nmt_lib.metrics import bleu_from_counts
 
 
 def runner():
-    spec = importlib.util.spec_from_file_location("speedrun_run", ROOT / "speedrun" / "run.py")
+    spec = importlib.util.spec_from_file_location(
+        "speedrun_run", ROOT / "speedrun" / "run.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_an_interval(tmp_path, monkeypatch):
+def test_the_table_gives_each_record_its_gain_over_the_one_it_builds_on_with_interval(
+    tmp_path, monkeypatch
+):
     run = runner()
     (tmp_path / "records").mkdir()
     monkeypatch.setattr(run, "HERE", tmp_path)
@@ -25,92 +30,158 @@ def test_the_table_gives_each_record_its_gain_over_the_record_it_builds_on_with_
     rng = np.random.default_rng(0)
     words = "the cat dog sat ran on under a mat rug today at home".split()
     refs = [" ".join(rng.choice(words, 8)) for _ in range(200)]
-    worse = [" ".join(r.split()[:5] + ["x", "y", "z"]) for r in refs]      # the last three words wrong
+    worse = [
+        " ".join(r.split()[:5] + ["x", "y", "z"]) for r in refs
+    ]  # the last three words wrong
     better = [r if i % 2 else w for i, (r, w) in enumerate(zip(refs, worse))]
     bleu = {}
-    for name, on, hyps, day in (("base", None, worse, "1"), ("better", "base", better, "2")):
+    for name, on, hyps, day in (
+        ("base", None, worse, "1"),
+        ("better", "base", better, "2"),
+    ):
         counts = run.sentence_counts(hyps, refs)
-        bleu[name] = bleu_from_counts(np.sum([[int(n) for n in c.split()] for c in counts], axis=0))
-        record = {"track": "quick", "name": name, "change": name, "on": on, "recorded": day, "alpha": 1.0,
-                  "beam4": {"sacrebleu": bleu[name]}, "greedy": {"sacrebleu": 0.0}, "counts_beam4": counts,
-                  "training_minutes": 30.0, "updates": 10, "parameters": 1e6, "machine": {"cpu": "a CPU"},
-                  "command": "python speedrun/run.py ...", "signature": "sig"}
+        bleu[name] = bleu_from_counts(
+            np.sum([[int(n) for n in c.split()] for c in counts], axis=0)
+        )
+        record = {
+            "track": "quick",
+            "name": name,
+            "change": name,
+            "on": on,
+            "recorded": day,
+            "alpha": 1.0,
+            "beam4": {"sacrebleu": bleu[name]},
+            "greedy": {"sacrebleu": 0.0},
+            "counts_beam4": counts,
+            "training_minutes": 30.0,
+            "updates": 10,
+            "parameters": 1e6,
+            "machine": {"cpu": "a CPU"},
+            "command": "python speedrun/run.py ...",
+            "signature": "sig",
+        }
         (tmp_path / "records" / f"quick-{name}.json").write_text(json.dumps(record))
     run.table()
     rows = json.loads((tmp_path / "speedrun.json").read_text())["tables"][0]["rows"]
     assert [r[1] for r in rows] == ["base", "better"] and rows[0][5] == "the baseline"
     gain, interval = rows[1][5].split(" (")
     low, high = (float(x) for x in interval.split(")")[0].split(" to "))
-    assert float(gain) == round(bleu["better"] - bleu["base"], 2) and 0 < low < float(gain) < high
+    assert (
+        float(gain) == round(bleu["better"] - bleu["base"], 2)
+        and 0 < low < float(gain) < high
+    )
     assert rows[1][5].endswith("over base")
 
 
-def test_rendering_the_table_again_writes_a_file_only_when_a_record_changed(tmp_path, monkeypatch):
+def test_rendering_the_table_again_writes_a_file_only_when_a_record_changed(
+    tmp_path, monkeypatch
+):
     run = runner()
     (tmp_path / "records").mkdir()
     monkeypatch.setattr(run, "HERE", tmp_path)
     monkeypatch.setattr(run, "RECORDS", tmp_path)
-    record = {"track": "quick", "name": "base", "change": "base", "on": None, "recorded": "1", "alpha": 1.0,
-              "beam4": {"sacrebleu": 30.0}, "greedy": {"sacrebleu": 29.0}, "counts_beam4": [],
-              "training_minutes": 30.0, "updates": 10, "parameters": 1e6, "machine": {"cpu": "a CPU"},
-              "command": "python speedrun/run.py ...", "signature": "sig"}
+    record = {
+        "track": "quick",
+        "name": "base",
+        "change": "base",
+        "on": None,
+        "recorded": "1",
+        "alpha": 1.0,
+        "beam4": {"sacrebleu": 30.0},
+        "greedy": {"sacrebleu": 29.0},
+        "counts_beam4": [],
+        "training_minutes": 30.0,
+        "updates": 10,
+        "parameters": 1e6,
+        "machine": {"cpu": "a CPU"},
+        "command": "python speedrun/run.py ...",
+        "signature": "sig",
+    }
     (tmp_path / "records" / "quick-base.json").write_text(json.dumps(record))
     run.table()
     written, write = [], run.write_record
-    monkeypatch.setattr(run, "write_record", lambda path, table: written.append(path.name) or write(path, table))
+    monkeypatch.setattr(
+        run,
+        "write_record",
+        lambda path, table: written.append(path.name) or write(path, table),
+    )
     run.table()
-    assert written == []                              # the same rows: no file rewritten, nor restamped
-    (tmp_path / "records" / "quick-base.json").write_text(json.dumps({**record, "updates": 11}))
+    assert written == []  # the same rows: no file rewritten, nor restamped
+    (tmp_path / "records" / "quick-base.json").write_text(
+        json.dumps({**record, "updates": 11})
+    )
     run.table()
     assert written == ["speedrun-best.json", "speedrun.json"]
 
 
-def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(tmp_path, monkeypatch):
+def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(
+    tmp_path, monkeypatch
+):
     import subprocess
     from types import SimpleNamespace
 
-
     import nmt_lib.run.checkpoint as checkpoint
+
     run = runner()
     monkeypatch.setattr(run, "ROOT", tmp_path)
     monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "quick-a.pt").write_bytes(b"")
     progress = {"seconds": 12 * 60.0, "stopped": "SIGTERM", "step": 700}
-    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: {"progress": progress})
+    monkeypatch.setattr(
+        checkpoint, "read_payload", lambda *a, **k: {"progress": progress}
+    )
     commands = []
-    monkeypatch.setattr(subprocess, "run", lambda command, **k: commands.append(command) or SimpleNamespace(returncode=1))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda command, **k: commands.append(command) or SimpleNamespace(returncode=1),
+    )
     with pytest.raises(SystemExit, match="exists; pass --resume"):
         run.run("quick", "a", "a change", None, ["--d-model", "64"])
-    with pytest.raises(SystemExit, match="go on with --resume"):              # the stub's training "fails" here
+    with pytest.raises(
+        SystemExit, match="go on with --resume"
+    ):  # the stub's training "fails" here
         run.run("quick", "a", "a change", None, ["--d-model", "64"], resume=True)
-    resumed = commands[0][commands[0].index("train"):]
-    assert "--resume" in resumed and resumed[resumed.index("--time-limit") + 1] == "18.00"
+    resumed = commands[0][commands[0].index("train") :]
+    assert (
+        "--resume" in resumed and resumed[resumed.index("--time-limit") + 1] == "18.00"
+    )
 
 
-def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_ends_each_counted_once(tmp_path,
-                                                                                                       monkeypatch):
+def test_an_averaged_record_is_the_mean_of_the_final_and_last_epoch_ends_once_each(
+    tmp_path, monkeypatch
+):
     import os
     import subprocess
 
-
     import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
+
     run = runner()
     monkeypatch.setattr(run, "ROOT", tmp_path)
     monkeypatch.setattr(run, "RUNS", tmp_path / "runs")
     (tmp_path / "runs").mkdir()
     for epoch in (2, 3, 4, 5):
         (tmp_path / "runs" / f"quick-a.epoch{epoch}.pt").write_bytes(bytes([epoch]))
-    os.link(tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt")   # stopped at an epoch end
+    os.link(
+        tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt"
+    )  # stopped at an epoch end
     finished = {"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}}
-    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: finished)        # nothing left to train
-    monkeypatch.setattr(subprocess, "run", lambda command, **k: pytest.fail("a finished run trained again"))
+    monkeypatch.setattr(
+        checkpoint, "read_payload", lambda *a, **k: finished
+    )  # nothing left to train
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda command, **k: pytest.fail("a finished run trained again"),
+    )
     averaged = []
 
     def mean(paths, out):
         averaged.extend(p.name for p in paths)
         raise SystemExit("averaged")
+
     monkeypatch.setattr(average, "average_checkpoints", mean)
     with pytest.raises(SystemExit, match="averaged"):
         run.run("quick", "a", "a change", None, [], resume=True, average=3)
@@ -119,27 +190,39 @@ def test_an_averaged_record_is_the_mean_of_the_final_weights_and_the_last_epoch_
         run.run("quick", "a", "a change", None, [], resume=True, average=5)
 
 
-def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_average_too(tmp_path, monkeypatch):
+def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_average_too(
+    tmp_path, monkeypatch
+):
     import subprocess
-
 
     import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
+
     run = runner()
     monkeypatch.setattr(run, "ROOT", tmp_path)
     monkeypatch.setattr(run, "RUNS", tmp_path)
     (tmp_path / "quick-a.pt").write_bytes(b"")
-    finished = {"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}, "ema": {"n_averaged": 900}}
+    finished = {
+        "progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900},
+        "ema": {"n_averaged": 900},
+    }
     monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: finished)
-    monkeypatch.setattr(subprocess, "run", lambda command, **k: pytest.fail("a finished run trained again"))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda command, **k: pytest.fail("a finished run trained again"),
+    )
     made = []
-    monkeypatch.setattr(average, "ema_checkpoint", lambda path, out: made.append(path.name) or out)
+    monkeypatch.setattr(
+        average, "ema_checkpoint", lambda path, out: made.append(path.name) or out
+    )
 
     def scored(path, **k):
         raise SystemExit(f"scored {path.name}")
+
     monkeypatch.setattr(checkpoint, "load_checkpoint", scored)
     with pytest.raises(SystemExit, match="scored quick-a.ema.pt"):
         run.run("quick", "a", "a change", None, [], resume=True)
     assert made == ["quick-a.pt"]
-    with pytest.raises(SystemExit, match="--average and --ema"):           # before any training
+    with pytest.raises(SystemExit, match="--average and --ema"):  # before any training
         run.run("quick", "b", "a change", None, ["--ema", "0.999"], average=3)

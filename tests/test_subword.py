@@ -1,5 +1,7 @@
-"""Subword units (chapter 8b): BPE from scratch, SentencePiece's BPE as a vocabulary, copy through
-attention, and the subword path through NMTData, checkpoints and the command line."""
+"""Subword units (chapter 8b): BPE from scratch, SentencePiece's BPE as a vocabulary,
+copy through attention, and the subword path through NMTData, checkpoints and the
+command line."""
+
 from functools import partial
 
 import pytest
@@ -14,23 +16,55 @@ from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
 
-STEMS = ["chant", "parl", "mange", "regard", "aim", "jou", "travaill", "dans", "port", "cherch"]
-ENDINGS = ["e", "es", "ons", "ez", "ent", "ais", "ait", "ions", "iez", "aient", "erai", "eras"]
+STEMS = [
+    "chant",
+    "parl",
+    "mange",
+    "regard",
+    "aim",
+    "jou",
+    "travaill",
+    "dans",
+    "port",
+    "cherch",
+]
+ENDINGS = [
+    "e",
+    "es",
+    "ons",
+    "ez",
+    "ent",
+    "ais",
+    "ait",
+    "ions",
+    "iez",
+    "aient",
+    "erai",
+    "eras",
+]
 
 
 def corpus_lines(n=400):
-    """French-looking sentences with shared stems and endings: plenty of pairs to merge, few ties."""
+    """French-looking sentences with shared stems and endings: plenty of pairs to merge,
+    few ties."""
     g = torch.Generator().manual_seed(0)
     pick = lambda seq: seq[int(torch.randint(len(seq), (1,), generator=g))]
-    return [" ".join(pick(STEMS) + pick(ENDINGS) for _ in range(1 + i % 5)) + " ." for i in range(n)]
+    return [
+        " ".join(pick(STEMS) + pick(ENDINGS) for _ in range(1 + i % 5)) + " ."
+        for i in range(n)
+    ]
 
 
 def test_bpe_learns_the_most_frequent_pair_first_and_counts_by_hand():
     bpe = learn_bpe(["low low low lower lowest"], 4)
-    # '▁l', 'lo' and 'ow' each occur 5 times: the tie goes to the alphabetically first ('▁' sorts after
-    # letters), then 'low' and '▁low' tie at 5 and 3 characters each; '▁low'+'e' (2 times) comes last.
+    # '▁l', 'lo' and 'ow' each occur 5 times: the tie goes to the alphabetically first
+    # ('▁' sorts after letters), then 'low' and '▁low' tie at 5 and 3 characters each;
+    # '▁low'+'e' (2 times) comes last.
     assert [a + b for a, b in bpe.merges] == ["lo", "low", MARK + "low", MARK + "lowe"]
-    assert bpe.encode("low") == [MARK + "low"] and bpe.encode("lower") == [MARK + "lowe", "r"]
+    assert bpe.encode("low") == [MARK + "low"] and bpe.encode("lower") == [
+        MARK + "lowe",
+        "r",
+    ]
 
 
 def test_bpe_round_trip_is_exact_even_with_odd_spacing_and_unseen_characters():
@@ -38,17 +72,22 @@ def test_bpe_round_trip_is_exact_even_with_odd_spacing_and_unseen_characters():
     bpe = learn_bpe(lines, 200)
     for s in lines + ["", "a  b", " leading", "東京 chante"]:
         assert bpe.decode(bpe.encode(s)) == s
-    assert len(bpe.encode("chantons")) < len("chantons")         # learned pieces shorten known words
+    assert len(bpe.encode("chantons")) < len(
+        "chantons"
+    )  # learned pieces shorten known words
 
 
 @pytest.mark.parametrize("learn", [learn_bpe, learn_bpe_simple])
 def test_bpe_stops_when_no_pair_is_left(learn):
-    assert len(learn(["ab"], 10)) == 2                          # '▁a', then '▁ab': nothing more to merge
+    assert len(learn(["ab"], 10)) == 2  # '▁a', then '▁ab': nothing more to merge
     assert len(learn([], 10)) == 0
 
 
 def test_the_incremental_bpe_learns_the_simple_ones_merges_in_order():
-    lines = corpus_lines() + ["aaaa aaa", "abab ab"]             # overlapping pairs are merged left to right
+    lines = corpus_lines() + [
+        "aaaa aaa",
+        "abab ab",
+    ]  # overlapping pairs are merged left to right
     assert learn_bpe(lines, 300).merges == learn_bpe_simple(lines, 300).merges
 
 
@@ -84,12 +123,17 @@ def test_subwords_are_learned_on_the_training_split_only():
     pairs = pairs_with_held_out_word()
     data = NMTData(pairs, tokenizer=BPE_400, valid_frac=0.1, test_frac=0.1)
     held_out = {s for part in (data.splits.valid, data.splits.test) for s, _ in part}
-    # A word seen only in held-out targets (the split follows the source), repeated there many times ...
+    # A word seen only in held-out targets (the split follows the source), repeated
+    # there many times ...
     pairs2 = [(s, t + " zyxw zyxw zyxw") if s in held_out else (s, t) for s, t in pairs]
     data2 = NMTData(pairs2, tokenizer=BPE_400, valid_frac=0.1, test_frac=0.1)
     assert data2.splits.train == data.splits.train
-    assert not any("zy" in p for p in data2.tgt_vocab.idx_to_token)    # ... leaves no trace in the pieces
-    pairs3 = [(s, t + " zyxw zyxw zyxw") for s, t in pairs]             # the same word in training: merged
+    assert not any(
+        "zy" in p for p in data2.tgt_vocab.idx_to_token
+    )  # ... leaves no trace in the pieces
+    pairs3 = [
+        (s, t + " zyxw zyxw zyxw") for s, t in pairs
+    ]  # the same word in training: merged
     data3 = NMTData(pairs3, tokenizer=BPE_400, valid_frac=0.1, test_frac=0.1)
     assert any("zy" in p for p in data3.tgt_vocab.idx_to_token)
 
@@ -101,24 +145,34 @@ def test_shared_vocab_is_one_object_and_tie_embeddings_shares_one_matrix():
     w_src, w_tgt = build_vocabs(pairs, tokenizer="word", shared_vocab=True)
     assert w_src is w_tgt and "src" in w_src and "chante" in w_src
     cfg = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1)
-    tied, untied = Transformer(TransformerConfig(400, 400, tie_embeddings=True, **cfg)), Transformer(
-        TransformerConfig(400, 400, **cfg))
-    assert tied.encoder.embedding.weight is tied.decoder.embedding.weight is tied.decoder.dense.weight
+    tied, untied = (
+        Transformer(TransformerConfig(400, 400, tie_embeddings=True, **cfg)),
+        Transformer(TransformerConfig(400, 400, **cfg)),
+    )
+    assert (
+        tied.encoder.embedding.weight
+        is tied.decoder.embedding.weight
+        is tied.decoder.dense.weight
+    )
     n = lambda m: sum(p.numel() for p in m.parameters())
     assert n(untied) - n(tied) == 2 * 400 * 16
     with pytest.raises(ValueError, match="shared vocabulary"):
         TransformerConfig(400, 500, tie_embeddings=True, **cfg)
     with pytest.raises(ValueError, match='tokenizer must be "word" or a function'):
-        build_vocabs(pairs, tokenizer="bpe")             # a name is the command line's business
+        build_vocabs(pairs, tokenizer="bpe")  # a name is the command line's business
 
 
 class FixedAttention(torch.nn.Module):
-    """A stand-in model whose last cross-attention layer puts all weight on chosen source positions."""
+    """A stand-in model whose last cross-attention layer puts all weight on chosen
+    source positions."""
 
     def __init__(self, where):
         super().__init__()
-        self.where, self.cfg, self.w = where, TransformerConfig(10, 10, d_model=8, n_heads=2, d_ff=8, n_layers=1), \
-            torch.nn.Parameter(torch.zeros(1))
+        self.where, self.cfg, self.w = (
+            where,
+            TransformerConfig(10, 10, d_model=8, n_heads=2, d_ff=8, n_layers=1),
+            torch.nn.Parameter(torch.zeros(1)),
+        )
 
     def attention_maps(self, src, src_len, tgt_in):
         B, S, T = src.shape[0], src.shape[1], tgt_in.shape[1]
@@ -134,10 +188,23 @@ def test_replace_unknowns_copies_the_source_word_attended_most_at_that_step():
     sources = [["tom", "likes", "zurich"], ["tom", "likes", "paris"]]
     outputs = [["tom", "aime", "<unk>"], ["tom", "aime", "paris"]]
     # Step t attends to source position t: the <unk> at step 2 gets "zurich".
-    out = replace_unknowns(FixedAttention(lambda b, t, S: min(t, S - 1)), sources, outputs, src_vocab, tgt_vocab)
+    out = replace_unknowns(
+        FixedAttention(lambda b, t, S: min(t, S - 1)),
+        sources,
+        outputs,
+        src_vocab,
+        tgt_vocab,
+    )
     assert out == [["tom", "aime", "zurich"], ["tom", "aime", "paris"]]
-    # All weight on <eos> (the last position) is never copied: the best real word is taken instead.
-    out = replace_unknowns(FixedAttention(lambda b, t, S: S - 1), sources[:1], outputs[:1], src_vocab, tgt_vocab)
+    # All weight on <eos> (the last position) is never copied: the best real word is
+    # taken instead.
+    out = replace_unknowns(
+        FixedAttention(lambda b, t, S: S - 1),
+        sources[:1],
+        outputs[:1],
+        src_vocab,
+        tgt_vocab,
+    )
     assert out[0][2] in sources[0]
 
 
@@ -145,60 +212,130 @@ def test_copy_unknowns_works_on_word_checkpoints_and_leaves_subword_output_alone
     class Ckpt:
         src_vocab, tgt_vocab = Vocab(["tom likes paris"]), Vocab(["tom aime paris"])
         model = FixedAttention(lambda b, t, S: min(t, S - 1))
-    assert copy_unknowns(Ckpt, ["tom likes zurich"], ["tom aime <unk>"]) == ["tom aime zurich"]
+
+    assert copy_unknowns(Ckpt, ["tom likes zurich"], ["tom aime <unk>"]) == [
+        "tom aime zurich"
+    ]
     assert count_unknowns(["tom aime <unk>", "a <unk> <unk>", "x \u2047 y"]) == 4
     Ckpt.tgt_vocab = SubwordVocab.learn(corpus_lines(), 400)
-    assert copy_unknowns(Ckpt, ["tom likes zurich"], ["tom aime <unk>"]) == ["tom aime <unk>"]
+    assert copy_unknowns(Ckpt, ["tom likes zurich"], ["tom aime <unk>"]) == [
+        "tom aime <unk>"
+    ]
 
 
 def bpe_corpus(tmp_path):
     path = tmp_path / "fr.txt"
-    path.write_text("".join(f"{s.upper()}\t{s}\n" for _, s in pairs_with_held_out_word(300)), encoding="utf-8")
+    path.write_text(
+        "".join(f"{s.upper()}\t{s}\n" for _, s in pairs_with_held_out_word(300)),
+        encoding="utf-8",
+    )
     return path
 
 
 def test_checkpoint_keeps_the_tokenizer(tmp_path):
-    corpus = ParallelCorpus(bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True)
+    corpus = ParallelCorpus(
+        bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True
+    )
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, tie_embeddings=True))
-    path = save_checkpoint(tmp_path / "b.pt", model, corpus.src_vocab, corpus.tgt_vocab, data=corpus.settings)
+    model = Transformer(
+        TransformerConfig(
+            400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, tie_embeddings=True
+        )
+    )
+    path = save_checkpoint(
+        tmp_path / "b.pt",
+        model,
+        corpus.src_vocab,
+        corpus.tgt_vocab,
+        data=corpus.settings,
+    )
     ckpt = load_checkpoint(path)
     assert isinstance(ckpt.tgt_vocab, SubwordVocab) and ckpt.src_vocab is ckpt.tgt_vocab
     assert ckpt.model.decoder.dense.weight is ckpt.model.encoder.embedding.weight
-    assert ckpt.tgt_vocab.split("nous chantons .") == corpus.tgt_vocab.split("nous chantons .")
+    assert ckpt.tgt_vocab.split("nous chantons .") == corpus.tgt_vocab.split(
+        "nous chantons ."
+    )
 
 
-def test_bpe_dropout_draws_new_pieces_each_epoch_that_spell_the_same_text_and_a_resumed_run_trains_the_same(
-        tmp_path):
+def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resumes(
+    tmp_path,
+):
     from nmt_lib.run.trainer import RunSettings, train_run
-    corpus = ParallelCorpus(bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True)
-    loader = corpus.with_bpe_dropout(0.2, max_len=8).loader("train", batch_size=30, max_tokens=300, seed=1)
-    usual, drawn = loader.batch_sampler.usual, {}                      # (source, target) pieces of each pair
+
+    corpus = ParallelCorpus(
+        bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True
+    )
+    loader = corpus.with_bpe_dropout(0.2, max_len=8).loader(
+        "train", batch_size=30, max_tokens=300, seed=1
+    )
+    usual, drawn = (
+        loader.batch_sampler.usual,
+        {},
+    )  # (source, target) pieces of each pair
     for epoch in (1, 2, 1):
         loader.batch_sampler.set_epoch(epoch)
-        assert [len(b) for b in loader.batch_sampler] and loader.batch_sampler.lengths == loader.dataset.lengths()
+        assert [
+            len(b) for b in loader.batch_sampler
+        ] and loader.batch_sampler.lengths == loader.dataset.lengths()
         drawn.setdefault(epoch, []).append((loader.dataset.src, loader.dataset.tgt))
     assert drawn[1][0] == drawn[1][1] and drawn[1][0][0] != drawn[2][0][0] != usual[0]
     spell = lambda pieces: [corpus.src_vocab.sp.decode(ids) for ids in pieces]
-    assert spell(drawn[2][0][0]) == spell(usual[0]) and spell(drawn[2][0][1]) == spell(usual[1])
+    assert spell(drawn[2][0][0]) == spell(usual[0]) and spell(drawn[2][0][1]) == spell(
+        usual[1]
+    )
     src, tgt = drawn[2][0]
     kept = [(s, t) == u for s, t, u in zip(src, tgt, zip(*usual))]
-    assert all(max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept))   # too long: the usual pieces
-    assert any(max(len(s), len(t)) >= 8 for s, t in zip(src, tgt))                    # and some were
+    assert all(
+        max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept)
+    )  # too long: the usual pieces
+    assert any(max(len(s), len(t)) >= 8 for s, t in zip(src, tgt))  # and some were
 
     def model():
         torch.manual_seed(0)
-        return Transformer(TransformerConfig(400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=64))
-    settings = dict(epochs=3, max_tokens=200, tokens_per_update=100, warmup=3, checkpoint_every=0, bpe_dropout=0.2)
+        return Transformer(
+            TransformerConfig(
+                400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=64
+            )
+        )
+
+    settings = dict(
+        epochs=3,
+        max_tokens=200,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=0,
+        bpe_dropout=0.2,
+    )
     straight = model()
     train_run(straight, corpus, RunSettings(max_steps=28, **settings), report="none")
-    train_run(model(), corpus, RunSettings(max_steps=24, **settings), checkpoint=tmp_path / "run.pt", report="none",
-              save_kwargs={"data": corpus.settings})
+    train_run(
+        model(),
+        corpus,
+        RunSettings(max_steps=24, **settings),
+        checkpoint=tmp_path / "run.pt",
+        report="none",
+        save_kwargs={"data": corpus.settings},
+    )
     ckpt = load_checkpoint(tmp_path / "run.pt")
-    assert ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0   # mid-epoch, not the first
-    train_run(ckpt.model, corpus, RunSettings(max_steps=28, **settings), resume=ckpt.payload, report="none")
+    assert (
+        ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0
+    )  # mid-epoch, not the first
+    train_run(
+        ckpt.model,
+        corpus,
+        RunSettings(max_steps=28, **settings),
+        resume=ckpt.payload,
+        report="none",
+    )
     for a, b in zip(straight.state_dict().values(), ckpt.model.state_dict().values()):
         assert torch.equal(a, b)
     plain = model()
-    train_run(plain, corpus, RunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}), report="none")
-    assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)   # the pieces were drawn
+    train_run(
+        plain,
+        corpus,
+        RunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}),
+        report="none",
+    )
+    assert not torch.equal(
+        plain.decoder.dense.weight, straight.decoder.dense.weight
+    )  # the pieces were drawn

@@ -1,5 +1,7 @@
-"""The public Tatoeba test set (`nmt_lib.run.testsets`): its download checked by SHA-256, and the corpus
-pairs it rules out of training and validation (`--exclude tatoeba`)."""
+"""The public Tatoeba test set (`nmt_lib.run.testsets`): its download checked by
+SHA-256, and the corpus pairs it rules out of training and validation (`--exclude
+tatoeba`)."""
+
 import hashlib
 import io
 import os
@@ -15,71 +17,128 @@ SHARED = Path(os.environ.get("NMT_DATA_DIR", "/nonexistent"))
 
 
 def plant_test_set(folder: Path, pairs, monkeypatch) -> Path:
-    """A small test set in the layout of the real one, its SHA-256s made the expected ones."""
-    files = {"t.eng": "\n".join(s for s, _ in pairs) + "\n", "t.fra": "\n".join(t for _, t in pairs) + "\n"}
+    """A small test set in the layout of the real one, its SHA-256s made the expected
+    ones."""
+    files = {
+        "t.eng": "\n".join(s for s, _ in pairs) + "\n",
+        "t.fra": "\n".join(t for _, t in pairs) + "\n",
+    }
     target = folder / testsets.TATOEBA_FOLDER
     target.mkdir(parents=True)
     for name, text in files.items():
         (target / name).write_text(text, encoding="utf-8")
-    monkeypatch.setattr(testsets, "TATOEBA_FILES", {n: hashlib.sha256(t.encode()).hexdigest()
-                                                    for n, t in files.items()})
+    monkeypatch.setattr(
+        testsets,
+        "TATOEBA_FILES",
+        {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
+    )
     monkeypatch.setenv("NMT_DATA_DIR", str(folder))
     return target
 
 
-@pytest.mark.skipif(not (SHARED / "tatoeba-test").is_dir(), reason="needs the test set in NMT_DATA_DIR")
+@pytest.mark.skipif(
+    not (SHARED / "tatoeba-test").is_dir(), reason="needs the test set in NMT_DATA_DIR"
+)
 def test_the_real_test_set_and_its_overlap_with_the_corpus():
     from nmt_lib.base.download import fra_eng_path
     from nmt_lib.text import read_pairs
 
     test = testsets.read_tatoeba_test()
-    assert len(test) == 12_681 and test[1] == ("95 years old! God Save the Queen!", "95 ans ! Dieu sauve la reine !")
+    assert len(test) == 12_681 and test[1] == (
+        "95 years old! God Save the Queen!",
+        "95 ans ! Dieu sauve la reine !",
+    )
     corpus = read_pairs(fra_eng_path())
     english, french = {s for s, _ in corpus}, {t for _, t in corpus}
-    assert sum(s in english or t in french for s, t in test) == 6_705      # the count the issue quotes
+    assert (
+        sum(s in english or t in french for s, t in test) == 6_705
+    )  # the count the issue quotes
     overlaps = testsets.overlap_filter(test)
-    assert sum(overlaps(s, t) for s, t in corpus) == 13_728                 # corpus pairs --exclude leaves out
-    seen = testsets.overlap_filter(corpus)                                  # what the records call test_pairs_in_corpus
-    assert sum(seen(s, t) for s, t in test) == 6_728           # 23 more once spaces and Unicode are normalised
+    assert (
+        sum(overlaps(s, t) for s, t in corpus) == 13_728
+    )  # corpus pairs --exclude leaves out
+    seen = testsets.overlap_filter(corpus)  # what the records call test_pairs_in_corpus
+    assert (
+        sum(seen(s, t) for s, t in test) == 6_728
+    )  # 23 more once spaces and Unicode are normalised
 
 
 def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatch):
     good = {"t.eng": b"Hello.\n", "t.fra": b"Bonjour.\n"}
-    monkeypatch.setattr(testsets, "TATOEBA_FILES", {n: hashlib.sha256(b).hexdigest() for n, b in good.items()})
+    monkeypatch.setattr(
+        testsets,
+        "TATOEBA_FILES",
+        {n: hashlib.sha256(b).hexdigest() for n, b in good.items()},
+    )
     served = dict(good)
-    monkeypatch.setattr("urllib.request.urlopen", lambda url, timeout: io.BytesIO(served[url.rsplit("/", 1)[1]]))
+    monkeypatch.setattr(
+        "urllib.request.urlopen",
+        lambda url, timeout: io.BytesIO(served[url.rsplit("/", 1)[1]]),
+    )
     served["t.fra"] = b"Corrupt.\n"
     with pytest.raises(ValueError, match="the download is corrupt"):
         testsets.tatoeba_test_dir(tmp_path)
-    assert sorted(p.name for p in (tmp_path / testsets.TATOEBA_FOLDER).iterdir()) == []   # nothing half-written
+    assert (
+        sorted(p.name for p in (tmp_path / testsets.TATOEBA_FOLDER).iterdir()) == []
+    )  # nothing half-written
     served["t.fra"] = good["t.fra"]
     assert testsets.read_tatoeba_test(tmp_path) == [("Hello.", "Bonjour.")]
     with pytest.raises(FileNotFoundError, match="NMT_DATA_DIR"):
         testsets.tatoeba_test_dir(tmp_path / "elsewhere", download=False)
 
 
-def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabulary(tmp_path, monkeypatch):
+def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabulary(
+    tmp_path, monkeypatch
+):
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
-    # Two test pairs: one shares its English sentence with the corpus, one its target (with an odd space).
+    # Two test pairs: one shares its English sentence with the corpus, one its target
+    # (with an odd space).
     english = german_lines()[0].split("\t")[0]
     target = german_lines()[7].split("\t")[1]
-    plant_test_set(tmp_path, [(english, "Rien à voir."), ("Nothing to see.", target.replace(" ", "\u00a0", 1))],
-                   monkeypatch)
+    plant_test_set(
+        tmp_path,
+        [
+            (english, "Rien à voir."),
+            ("Nothing to see.", target.replace(" ", "\u00a0", 1)),
+        ],
+        monkeypatch,
+    )
     plain = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2)
-    kept = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
+    kept = ParallelCorpus(
+        corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba"
+    )
     assert plain.excluded == {} and kept.excluded["train"] + kept.excluded["valid"] == 2
-    assert kept.excluded["test_pairs"] == 2 and kept.excluded["test_pairs_in_corpus"] == 2     # both share a side
-    assert kept.excluded["test_pairs_in_corpus_exactly"] == 1      # the other only once its odd space is plain
-    assert kept.settings["excluded"] == kept.excluded and "excluded" not in plain.settings     # kept for records
+    assert (
+        kept.excluded["test_pairs"] == 2 and kept.excluded["test_pairs_in_corpus"] == 2
+    )  # both share a side
+    assert (
+        kept.excluded["test_pairs_in_corpus_exactly"] == 1
+    )  # the other only once its odd space is plain
+    assert (
+        kept.settings["excluded"] == kept.excluded and "excluded" not in plain.settings
+    )  # kept for records
     for split in ("train", "valid"):
-        assert len(getattr(plain.splits, split)) - len(getattr(kept.splits, split)) == kept.excluded[split]
-    assert kept.splits.test == plain.splits.test                  # the course's own test split is unchanged
-    banned = {german_lines()[0].split("\t")[0].lower(), german_lines()[7].split("\t")[1].lower()}
-    assert not [p for p in kept.splits.train + kept.splits.valid if banned & {p[0].replace(" .", "."),
-                                                                             p[1].replace(" .", ".")}]
+        assert (
+            len(getattr(plain.splits, split)) - len(getattr(kept.splits, split))
+            == kept.excluded[split]
+        )
+    assert (
+        kept.splits.test == plain.splits.test
+    )  # the course's own test split is unchanged
+    banned = {
+        german_lines()[0].split("\t")[0].lower(),
+        german_lines()[7].split("\t")[1].lower(),
+    }
+    assert not [
+        p
+        for p in kept.splits.train + kept.splits.valid
+        if banned & {p[0].replace(" .", "."), p[1].replace(" .", ".")}
+    ]
     assert kept.settings["exclude"] == "tatoeba"
-    assert ParallelCorpus.from_settings(kept.settings).excluded == kept.excluded      # a resumed run, the same
+    assert (
+        ParallelCorpus.from_settings(kept.settings).excluded == kept.excluded
+    )  # a resumed run, the same
     with pytest.raises(ValueError, match="exclude must be one of tatoeba"):
         CorpusSettings(exclude="wmt14")
 
@@ -90,37 +149,81 @@ def test_raw_preprocessing_keeps_case_and_punctuation_and_needs_subwords(tmp_pat
 
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
-    raw = ParallelCorpus(corpus, valid_frac=0.2, test_frac=0.2, preprocess="raw", tokenizer="bpe", vocab_size=400,
-                         shared_vocab=True)
+    raw = ParallelCorpus(
+        corpus,
+        valid_frac=0.2,
+        test_frac=0.2,
+        preprocess="raw",
+        tokenizer="bpe",
+        vocab_size=400,
+        shared_vocab=True,
+    )
     english = {s for s, _ in raw.splits.train}
-    assert "I am tired." in english or "I am tired." in {s for s, _ in raw.splits.valid + raw.splits.test}
+    assert "I am tired." in english or "I am tired." in {
+        s for s, _ in raw.splits.valid + raw.splits.test
+    }
     sentence = "Ich bin nicht müde!"
-    assert raw.tgt_vocab.detokenize(raw.tgt_vocab.split(sentence)) == sentence     # as written, both ways
-    assert preparer(raw.settings)("I  am\u00a0Cold.") == "I am Cold." and preparer({}) is preprocess
+    assert (
+        raw.tgt_vocab.detokenize(raw.tgt_vocab.split(sentence)) == sentence
+    )  # as written, both ways
+    assert (
+        preparer(raw.settings)("I  am\u00a0Cold.") == "I am Cold."
+        and preparer({}) is preprocess
+    )
     with pytest.raises(ValueError, match="needs subwords"):
         CorpusSettings(preprocess="raw")
 
 
-def test_exclude_also_compares_the_sentences_as_the_model_reads_them(tmp_path, monkeypatch):
+def test_exclude_also_compares_the_sentences_as_the_model_reads_them(
+    tmp_path, monkeypatch
+):
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
     english = german_lines()[0].split("\t")[0]
-    plant_test_set(tmp_path, [(english.upper(), "Rien à voir.")], monkeypatch)   # the same words, in capitals
-    lowercased = ParallelCorpus(corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba")
-    as_written = ParallelCorpus(corpus, valid_frac=0.2, test_frac=0.2, exclude="tatoeba", preprocess="raw",
-                                tokenizer="bpe", vocab_size=400)
+    plant_test_set(
+        tmp_path, [(english.upper(), "Rien à voir.")], monkeypatch
+    )  # the same words, in capitals
+    lowercased = ParallelCorpus(
+        corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba"
+    )
+    as_written = ParallelCorpus(
+        corpus,
+        valid_frac=0.2,
+        test_frac=0.2,
+        exclude="tatoeba",
+        preprocess="raw",
+        tokenizer="bpe",
+        vocab_size=400,
+    )
     from nmt_lib.text import preprocess
 
     in_test = preprocess(english) in {s for s, _ in lowercased.splits.test}
     left_out = lambda corpus: corpus.excluded["train"] + corpus.excluded["valid"]
-    assert left_out(lowercased) == (0 if in_test else 1)                # the course's model reads both alike
-    assert left_out(as_written) == 0                                    # a case-keeping model does not
+    assert left_out(lowercased) == (
+        0 if in_test else 1
+    )  # the course's model reads both alike
+    assert left_out(as_written) == 0  # a case-keeping model does not
 
 
 def test_a_data_folder_holding_the_test_set_is_only_read(tmp_path, monkeypatch):
-    # An offline classroom's shared, read-only NMT_DATA_DIR: nothing is fetched or written there.
-    plant_test_set(tmp_path, [("I am cold.", "J'ai froid."), ("Go.", "Va !")], monkeypatch)
-    before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
-    monkeypatch.setattr(testsets, "fetch", lambda *a: pytest.fail("the test set was downloaded again"))
-    assert testsets.read_tatoeba_test() == [("I am cold.", "J'ai froid."), ("Go.", "Va !")]
-    assert sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
+    # An offline classroom's shared, read-only NMT_DATA_DIR: nothing is fetched or
+    # written there.
+    plant_test_set(
+        tmp_path, [("I am cold.", "J'ai froid."), ("Go.", "Va !")], monkeypatch
+    )
+    before = sorted(
+        (p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")
+    )
+    monkeypatch.setattr(
+        testsets, "fetch", lambda *a: pytest.fail("the test set was downloaded again")
+    )
+    assert testsets.read_tatoeba_test() == [
+        ("I am cold.", "J'ai froid."),
+        ("Go.", "Va !"),
+    ]
+    assert (
+        sorted(
+            (p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")
+        )
+        == before
+    )

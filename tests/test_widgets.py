@@ -1,5 +1,6 @@
-"""nmt_lib.run.app (explore, draw_attention, TranslatorApp, static_views) and chapter 8's beam_trace,
-on a small untrained Transformer."""
+"""nmt_lib.run.app (explore, draw_attention, TranslatorApp, static_views) and chapter
+8's beam_trace, on a small untrained Transformer."""
+
 import pytest
 import torch
 
@@ -9,42 +10,75 @@ from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.run.app import KINDS, TranslatorApp, draw_attention, explore, static_views
 
-EN = ["i am cold .", "he is here .", "we are in the house .", "go !", "i like big cats ."]
-FR = ["j'ai froid .", "il est ici .", "nous sommes dans la maison .", "va !", "j'aime les gros chats ."]
+EN = [
+    "i am cold .",
+    "he is here .",
+    "we are in the house .",
+    "go !",
+    "i like big cats .",
+]
+FR = [
+    "j'ai froid .",
+    "il est ici .",
+    "nous sommes dans la maison .",
+    "va !",
+    "j'aime les gros chats .",
+]
 
 
 @pytest.fixture(scope="module")
 def tiny():
     src, tgt = Vocab(EN), Vocab(FR)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2)).eval()
+    model = Transformer(
+        TransformerConfig(
+            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2
+        )
+    ).eval()
     return model, src, tgt
 
 
 def test_explore_translates_and_returns_every_map(tiny):
     model, src, tgt = tiny
     exp = explore(model, src, tgt, "We are in the house.")
-    assert exp.translation == translate(model, ["We are in the house."], src, tgt)[0]      # the same max_len
+    assert (
+        exp.translation == translate(model, ["We are in the house."], src, tgt)[0]
+    )  # the same max_len
     assert exp.src_tokens == ["we", "are", "in", "the", "house", ".", "<eos>"]
-    assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (len(exp.tgt_tokens) - 1, len(exp.tgt_tokens))
+    assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (
+        len(exp.tgt_tokens) - 1,
+        len(exp.tgt_tokens),
+    )
     S, T = len(exp.src_tokens), len(exp.tgt_tokens)
     assert exp.maps["encoder"].shape == (2, 2, S, S)
-    assert exp.maps["decoder_self"].shape == (2, 2, T, T) and exp.maps["cross"].shape == (2, 2, T, S)
+    assert exp.maps["decoder_self"].shape == (2, 2, T, T) and exp.maps[
+        "cross"
+    ].shape == (2, 2, T, S)
     assert torch.allclose(exp.maps["cross"].sum(-1), torch.ones(2, 2, T))
     assert exp.notes == [] and exp.hypotheses == []
 
 
 def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
     model, src, tgt = tiny
-    as_written = lambda text: text                      # a model that keeps case (a published one's own)
-    assert explore(model, src, tgt, "He is here.").src_tokens[0] == "he"             # the course's lowercasing
+    as_written = lambda text: text  # a model that keeps case (a published one's own)
+    assert (
+        explore(model, src, tgt, "He is here.").src_tokens[0] == "he"
+    )  # the course's lowercasing
     kept = explore(model, src, tgt, "He is here .", prepare=as_written)
-    assert kept.src_tokens[0] == "<unk>" and "He" in kept.notes[0]   # "He", as written, is not in this vocabulary
+    assert (
+        kept.src_tokens[0] == "<unk>" and "He" in kept.notes[0]
+    )  # "He", as written, is not in this vocabulary
     app = TranslatorApp(model, src, tgt, example="He is here .", prepare=as_written)
     assert app.exploration.src_tokens == kept.src_tokens
     seen = []
-    static_views(model, src, tgt, ["He is here ."], prepare=lambda text: seen.append(text) or text)
-    assert seen == ["He is here ."]                                     # the views read it as told, too
+    static_views(
+        model,
+        src,
+        tgt,
+        ["He is here ."],
+        prepare=lambda text: seen.append(text) or text,
+    )
+    assert seen == ["He is here ."]  # the views read it as told, too
 
 
 def test_draw_attention_labels_the_tokens_and_averages_heads(tiny):
@@ -52,11 +86,18 @@ def test_draw_attention_labels_the_tokens_and_averages_heads(tiny):
     for kind in KINDS:
         fig = draw_attention(exp, kind, layer=2, head=1)
         ax = fig.axes[0]
-        assert [t.get_text() for t in ax.get_xticklabels()] == (exp.src_tokens if kind != "decoder masked self-attention"
-                                                                else exp.tgt_tokens)
+        assert [t.get_text() for t in ax.get_xticklabels()] == (
+            exp.src_tokens
+            if kind != "decoder masked self-attention"
+            else exp.tgt_tokens
+        )
         assert "layer 2, head 1" in ax.get_title()
-    image = draw_attention(exp, "cross-attention", layer=1).axes[0].images[0].get_array()
-    assert torch.allclose(torch.as_tensor(image.data), exp.maps["cross"][0].mean(0).float(), atol=1e-6)
+    image = (
+        draw_attention(exp, "cross-attention", layer=1).axes[0].images[0].get_array()
+    )
+    assert torch.allclose(
+        torch.as_tensor(image.data), exp.maps["cross"][0].mean(0).float(), atol=1e-6
+    )
 
 
 def test_the_app_translates_redraws_and_shows_messages(tiny):
@@ -64,49 +105,70 @@ def test_the_app_translates_redraws_and_shows_messages(tiny):
     assert 'class="nmt-token"' in app.translation.value and app.message.value == ""
     first = app.image.value
     assert first[:4] == b"\x89PNG"
-    app.layer.value = 1                                               # an observer redraws the heatmap
+    app.layer.value = 1  # an observer redraws the heatmap
     assert app.image.value != first
     app.head.value = 2
     assert app.image.value[:4] == b"\x89PNG"
-    app.search.value = "beam search"                                 # translates again, with hypotheses
+    app.search.value = "beam search"  # translates again, with hypotheses
     assert "<table>" in app.hypotheses.value
     app.text.value = "?!"
-    assert "only punctuation" in app.message.value and app.translation.value == "" and app.image.value == b""
+    assert (
+        "only punctuation" in app.message.value
+        and app.translation.value == ""
+        and app.image.value == b""
+    )
     app.text.value = "he is here ."
     assert app.message.value == "" and app.image.value[:4] == b"\x89PNG"
 
 
-def test_a_shallow_decoder_decodes_with_its_own_depth_and_the_app_offers_each_kind_its_layers(tiny):
+def test_a_shallow_decoder_decodes_at_its_depth_and_the_app_offers_each_its_layers(
+    tiny,
+):
     _, src, tgt = tiny
     torch.manual_seed(0)
-    from nmt_lib.modern import ModernParts                           # chapter 12's decoder depth
-    cfg = TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3)
+    from nmt_lib.modern import ModernParts  # chapter 12's decoder depth
+
+    cfg = TransformerConfig(
+        len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3
+    )
     model = Transformer(cfg, ModernParts(dec_layers=1)).eval()
     assert (len(model.encoder.blocks), len(model.decoder.blocks)) == (3, 1)
     exp = explore(model, src, tgt, "he is here .")
-    assert exp.maps["encoder"].shape[0] == 3 and exp.maps["cross"].shape[0] == exp.maps["decoder_self"].shape[0] == 1
+    assert (
+        exp.maps["encoder"].shape[0] == 3
+        and exp.maps["cross"].shape[0] == exp.maps["decoder_self"].shape[0] == 1
+    )
     app = TranslatorApp(model, src, tgt, example="he is here .")
     assert app.layer.options == (1,)
     app.kind.value = "encoder self-attention"
     app.layer.value = 3
     assert app.image.value[:4] == b"\x89PNG"
-    app.kind.value = "cross-attention"                                # layer 3 does not exist there: back to 1
+    app.kind.value = "cross-attention"  # layer 3 does not exist there: back to 1
     assert app.layer.value == 1 and app.image.value[:4] == b"\x89PNG"
 
 
 def test_static_views_need_no_javascript(tiny):
     page = static_views(*tiny, ["i am cold .", "go !"])
     assert "<script" not in page
-    assert page.count('type="radio"') == 2 * len(KINDS) and page.count("data:image/png;base64,") == 2 * len(KINDS)
-    assert page.count(" checked") == 2                                # one tab open per sentence
+    assert page.count('type="radio"') == 2 * len(KINDS) and page.count(
+        "data:image/png;base64,"
+    ) == 2 * len(KINDS)
+    assert page.count(" checked") == 2  # one tab open per sentence
 
 
 def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny):
-    """One beam search, no fallback: its answer is the best finished beam of the tree it searched, also on the
-    sentences where greedy decoding finds a translation the model scores higher."""
+    """One beam search, no fallback: its answer is the best finished beam of the tree it
+    searched, also on the sentences where greedy decoding finds a translation the model
+    scores higher."""
     _, src, tgt = tiny
-    torch.manual_seed(5)                  # an untrained model on which a small beam loses greedy's hypothesis
-    model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2)).eval()
+    torch.manual_seed(
+        5
+    )  # an untrained model on which a small beam loses greedy's hypothesis
+    model = Transformer(
+        TransformerConfig(
+            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2
+        )
+    ).eval()
     kw = dict(bos_id=tgt.bos_id, eos_id=tgt.eos_id)
     greedy_higher = 0
     for beam_size in (2, 3):
@@ -115,23 +177,47 @@ def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny)
             s, s_len = torch.tensor([ids]), torch.tensor([len(ids)])
             best, nodes = beam_trace(model, ids, beam_size=beam_size, max_len=12, **kw)
             assert sum(bool(n.get("final")) for n in nodes) == beam_size
-            assert all(n["parent"] is None or nodes[n["parent"]]["step"] == n["step"] - 1 for n in nodes)
-            winner = max((i for i, n in enumerate(nodes) if n.get("final")), key=lambda i: nodes[i]["score"])
+            assert all(
+                n["parent"] is None or nodes[n["parent"]]["step"] == n["step"] - 1
+                for n in nodes
+            )
+            winner = max(
+                (i for i, n in enumerate(nodes) if n.get("final")),
+                key=lambda i: nodes[i]["score"],
+            )
             assert best == [t for t in trace_path(nodes, winner)[1:] if t != tgt.eos_id]
-            assert best == beam_search(model, s, s_len, beam_size=beam_size, max_len=12, **kw).tokens[0]
+            assert (
+                best
+                == beam_search(
+                    model, s, s_len, beam_size=beam_size, max_len=12, **kw
+                ).tokens[0]
+            )
             greedy = greedy_decode(model, s, s_len, max_len=12, **kw).tokens
             ended = lambda h: [(h[0], len(h[0]) < 12)]
-            greedy_higher += bool(sequence_scores(model, s, s_len, ended(greedy), **kw)
-                                  > sequence_scores(model, s, s_len, ended([best]), **kw) + 1e-5)
-    assert greedy_higher, "no sentence where greedy scores higher: the test would not see a fallback"
+            greedy_higher += bool(
+                sequence_scores(model, s, s_len, ended(greedy), **kw)
+                > sequence_scores(model, s, s_len, ended([best]), **kw) + 1e-5
+            )
+    assert greedy_higher, (
+        "no sentence where greedy scores higher: the test would not see a fallback"
+    )
 
 
 def test_explore_takes_any_text_with_a_subword_model():
     from nmt_lib.subword import SubwordVocab
+
     src, tgt = SubwordVocab.learn(EN * 3, 300), SubwordVocab.learn(FR * 3, 300)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=1)).eval()
-    exp = explore(model, src, tgt, "Zürich is cold.")               # ü never occurred: spelled out as bytes
+    model = Transformer(
+        TransformerConfig(
+            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=1
+        )
+    ).eval()
+    exp = explore(
+        model, src, tgt, "Zürich is cold."
+    )  # ü never occurred: spelled out as bytes
     assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
     assert any("<0xC3>" in n for n in exp.notes)
-    assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(exp.src_tokens)
+    assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(
+        exp.src_tokens
+    )

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Put a browser library's files into a folder, for the book and the slides to serve themselves: no CDN.
+"""Put a browser library's files into a folder, for the book and the slides to serve
+themselves: no CDN.
 
-    python tools/fetch_static.py mathjax build/mathjax-3.2.2       # MathJax's es5/ (the book's and slides' math)
-    python tools/fetch_static.py reveal.js build/reveal.js-5.1.0   # reveal.js's dist/ and plugin/ (the slides)
+    # MathJax's es5/ (the book's and slides' math)
+    python tools/fetch_static.py mathjax build/mathjax-3.2.2
+    # reveal.js's dist/ and plugin/ (the slides)
+    python tools/fetch_static.py reveal.js build/reveal.js-5.1.0
 
-Downloads the npm package once, checks its SHA-256, unpacks the parts the pages load into a temporary folder
-beside the target and renames it into place, so an interrupted run leaves nothing half-made.
+Downloads the npm package once, checks its SHA-256, unpacks the parts the pages load
+into a temporary folder beside the target and renames it into place, so an interrupted
+run leaves nothing half-made.
 """
+
 import hashlib
 import io
 import shutil
@@ -16,13 +21,23 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-# name: (version, SHA-256 of the npm tarball, the folder of the package that becomes the target, its parts kept,
-# a file that says the target is complete)
+# name: (version, SHA-256 of the npm tarball, the folder of the package that becomes the
+# target, its parts kept, a file that says the target is complete)
 PACKAGES = {
-    "mathjax": ("3.2.2", "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09", "package/es5/", ("",),
-                "tex-chtml.js"),
-    "reveal.js": ("5.1.0", "524caf847e98033595943d994725dd357d20c7d07ad18afbaa932f1535e636e7", "package/",
-                  ("dist/", "plugin/"), "dist/reveal.js"),
+    "mathjax": (
+        "3.2.2",
+        "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09",
+        "package/es5/",
+        ("",),
+        "tex-chtml.js",
+    ),
+    "reveal.js": (
+        "5.1.0",
+        "524caf847e98033595943d994725dd357d20c7d07ad18afbaa932f1535e636e7",
+        "package/",
+        ("dist/", "plugin/"),
+        "dist/reveal.js",
+    ),
 }
 
 
@@ -41,17 +56,27 @@ def main(argv=None):
         with urllib.request.urlopen(url, timeout=60) as response:
             data = response.read()
     except OSError as e:
-        print(f"could not download {url} ({e}). Fetch that file by hand and unpack its {root} folder as {target}.",
-              file=sys.stderr)
+        print(
+            f"could not download {url} ({e}). Fetch that file by hand and unpack its"
+            f" {root} folder as {target}.",
+            file=sys.stderr,
+        )
         return 1
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:
-        print(f"{url} has SHA-256 {got}, expected {sha256}; nothing was written.", file=sys.stderr)
+        print(
+            f"{url} has SHA-256 {got}, expected {sha256}; nothing was written.",
+            file=sys.stderr,
+        )
         return 1
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            members = [m for m in tar.getmembers() if m.isfile() and any(m.name.startswith(root + p) for p in parts)]
+            members = [
+                m
+                for m in tar.getmembers()
+                if m.isfile() and any(m.name.startswith(root + p) for p in parts)
+            ]
             tar.extractall(tmp, members=members, filter="data")
         shutil.rmtree(target, ignore_errors=True)
         (Path(tmp) / root).rename(target)

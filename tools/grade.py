@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
-"""Grade assignments: a class with nbgrader (collect, autograde, feedback, export), its points for each coded task
-and the concept questions from the grading sandbox; or one notebook, its points printed.
+"""Grade assignments: a class with nbgrader (collect, autograde, feedback, export), its
+points for each coded task and the concept questions from the grading sandbox; or one
+notebook, its points printed.
 
-    python tools/grade.py A1 path/to/class/        # or: make grade ASSIGNMENT=A1 SUBMISSIONS=path/to/class/
-    python tools/grade.py A1 --course COURSE       # what COURSE/submitted/ holds (after nbgrader zip_collect)
-    python tools/grade.py A1 submission.ipynb      # one notebook: make grade ASSIGNMENT=A1 SUBMISSION=...
+    # or: make grade ASSIGNMENT=A1 SUBMISSIONS=path/to/class/
+    python tools/grade.py A1 path/to/class/
+    # what COURSE/submitted/ holds (after nbgrader zip_collect)
+    python tools/grade.py A1 --course COURSE
+    # one notebook: make grade ASSIGNMENT=A1 SUBMISSION=...
+    python tools/grade.py A1 submission.ipynb
 
-A class folder holds one folder per student, named by the student's id, with the notebook (and for assignment
-3 its runs/a3/ beside it). They are copied into an nbgrader course folder (course/ beside the class folder, or
---course), where `nbgrader autograde` runs each notebook and formgrader shows the written answers to grade by
-hand. Each submission is also graded in the sandbox, a few at a time (`--jobs`, the cores shared out as
-threads), each stopped after `--limit` seconds; its points go into the gradebook as each task cell's score,
-the graders' sentences as comments. Then `nbgrader generate_feedback` and `nbgrader export` (one CSV row per
-student with each graded cell's points: grading/export.py). After grading the written answers in
-formgrader, export again: `nbgrader export --exporter=grading.export.TaskCsv --to grades.csv` in the course
-folder, with this repository on PYTHONPATH.
+A class folder holds one folder per student, named by the student's id, with the
+notebook (and for assignment 3 its runs/a3/ beside it). They are copied into an nbgrader
+course folder (course/ beside the class folder, or --course), where `nbgrader autograde`
+runs each notebook and formgrader shows the written answers to grade by hand. Each
+submission is also graded in the sandbox, a few at a time (`--jobs`, the cores shared
+out as threads), each stopped after `--limit` seconds; its points go into the gradebook
+as each task cell's score, the graders' sentences as comments. Then `nbgrader
+generate_feedback` and `nbgrader export` (one CSV row per student with each graded
+cell's points: grading/export.py). After grading the written answers in formgrader,
+export again: `nbgrader export --exporter=grading.export.TaskCsv --to grades.csv` in the
+course folder, with this repository on PYTHONPATH.
 
-The submission runs cell after cell in the grading sandbox (grading/sandbox.py), apart from the answers; a cell
-that raises does not stop the others (its task then scores what the names it defined earn). The graders compare
-in this process. Assignment 3 is graded from the runs handed in beside the notebook (runs/a3/): its checkpoints
-are translated, and nothing is trained. Exit status 0 once graded, whatever the score; 2 for a usage
+The submission runs cell after cell in the grading sandbox (grading/sandbox.py), apart
+from the answers; a cell that raises does not stop the others (its task then scores what
+the names it defined earn). The graders compare in this process. Assignment 3 is graded
+from the runs handed in beside the notebook (runs/a3/): its checkpoints are translated,
+and nothing is trained. Exit status 0 once graded, whatever the score; 2 for a usage
 error (an unknown assignment, a file that is not a notebook).
 """
+
 import argparse
 import atexit
 import json
@@ -37,17 +45,25 @@ from pathlib import Path
 import release  # noqa: E402  (tools/, beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
-def run_submission(assignment: str, path: Path, timeout: int) -> tuple[list[dict], list[str]]:
-    """The graded rows, and the errors the submission's own cells raised (first line of each). The submission runs
-    in the sandbox (grading/sandbox.py), apart from the answers and the graders, which compare here; assignment
-    3's graders read the checkpoints in runs/a3/ beside the notebook."""
+
+
+def run_submission(
+    assignment: str, path: Path, timeout: int
+) -> tuple[list[dict], list[str]]:
+    """The graded rows, and the errors the submission's own cells raised (first line of
+    each). The submission runs in the sandbox (grading/sandbox.py), apart from the
+    answers and the graders, which compare here; assignment 3's graders read the
+    checkpoints in runs/a3/ beside the notebook."""
     import pandas  # noqa: F401  (the graders' modules, imported before any submission runs)
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
     from nmt_lib import decoding, metrics, recipes  # noqa: F401
     from nmt_lib.checks.assignments import RUNS
     from nmt_lib.run import checkpoint  # noqa: F401
-    with Sandbox(assignment, path, timeout=timeout, carry=(RUNS,) if assignment == "A3" else ()) as box:
+
+    with Sandbox(
+        assignment, path, timeout=timeout, carry=(RUNS,) if assignment == "A3" else ()
+    ) as box:
         return grade_in_sandbox(assignment, box), box.errors
 
 
@@ -62,68 +78,117 @@ def report(assignment: str, path: Path, rows: list[dict], errors: list[str]) -> 
     return "\n".join(lines)
 
 
-def grade_apart(assignment: str, path: Path, threads: int, limit: int, timeout: int) -> dict:
-    """One submission graded by this script in a process of its own, with `threads` threads, `limit` seconds in
-    all and `timeout` seconds a cell."""
-    env = {**os.environ, "NMT_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "PYTHONPYCACHEPREFIX": PYCACHE}
+def grade_apart(
+    assignment: str, path: Path, threads: int, limit: int, timeout: int
+) -> dict:
+    """One submission graded by this script in a process of its own, with `threads`
+    threads, `limit` seconds in all and `timeout` seconds a cell."""
+    env = {
+        **os.environ,
+        "NMT_THREADS": str(threads),
+        "OMP_NUM_THREADS": str(threads),
+        "PYTHONPYCACHEPREFIX": PYCACHE,
+    }
     with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
         scores = Path(tmp) / "scores.json"
-        proc = subprocess.Popen([sys.executable, __file__, assignment, str(path), "--json", str(scores),
-                             "--timeout", str(timeout)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                assignment,
+                str(path),
+                "--json",
+                str(scores),
+                "--timeout",
+                str(timeout),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             _, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            proc.kill()  # its kernel follows: a kernel ends when the process that started it does
+            # its kernel follows: a kernel ends when the process that started it does
+            proc.kill()
             proc.communicate()
-            return {"status": f"not graded: stopped after {limit} s (--limit)", "rows": [], "errors": []}
+            return {
+                "status": f"not graded: stopped after {limit} s (--limit)",
+                "rows": [],
+                "errors": [],
+            }
         if not scores.exists():
             last = ((err or "").strip().splitlines() or ["no output"])[-1]
-            return {"status": "not graded: " + last.removeprefix("grade: "),
-                    "rows": [], "errors": []}
+            return {
+                "status": "not graded: " + last.removeprefix("grade: "),
+                "rows": [],
+                "errors": [],
+            }
         return {"status": "graded", **json.loads(scores.read_text())}
 
 
-# ---- a class: nbgrader's course folder, its autograde and feedback, the sandbox's points, nbgrader's export ----
+# ---- a class: nbgrader's course folder, its autograde and feedback, the sandbox's
+# points, nbgrader's export ----
 SOURCES = ROOT / "solutions" / "assignments"
-# The grading processes read and write compiled modules here, not in the repository's __pycache__ folders, where
-# a submission's kernel could leave a forged one for them to load.
-PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or tempfile.mkdtemp(prefix="nmt-grade-pycache-")
-if "PYTHONPYCACHEPREFIX" not in os.environ:                 # this process made it: it removes it
+# The grading processes read and write compiled modules here, not in the repository's
+# __pycache__ folders, where a submission's kernel could leave a forged one for them to
+# load.
+PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or tempfile.mkdtemp(
+    prefix="nmt-grade-pycache-"
+)
+if "PYTHONPYCACHEPREFIX" not in os.environ:  # this process made it: it removes it
     atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
-CONFIG = '''c = get_config()
+CONFIG = """c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.db_url = "sqlite:///{root}/gradebook.db"
 c.Execute.timeout = {timeout}
-'''
+"""
 
 
 def nbgrader(course: Path, *args: str):
-    """One nbgrader command in the course folder `course`; its failure stops the grading, with its message."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "PYTHONPYCACHEPREFIX": PYCACHE,          # compiled modules where a submission does not look
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # its alembic
-    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
-                         text=True)
+    """One nbgrader command in the course folder `course`; its failure stops the
+    grading, with its message."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+        ),
+        "PYTHONPYCACHEPREFIX": (
+            PYCACHE
+        ),  # compiled modules where a submission does not look
+        "PATH": os.pathsep.join(
+            [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+        ),
+    }  # its alembic
+    run = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if run.returncode != 0:
         raise SystemExit(f"grade: nbgrader {args[0]} failed:\n{run.stderr[-3000:]}")
     return run
 
 
 def set_up(assignment: str, course: Path, timeout: int) -> str:
-    """`course` made an nbgrader course folder with the assignment's source (the model answer) in its gradebook;
-    returns the notebook's name."""
+    """`course` made an nbgrader course folder with the assignment's source (the model
+    answer) in its gradebook; returns the notebook's name."""
     source = next(SOURCES.glob(f"{assignment}_*.ipynb"))
     (course / "source" / assignment).mkdir(parents=True, exist_ok=True)
     (course / "source" / assignment / source.name).write_bytes(source.read_bytes())
-    (course / "nbgrader_config.py").write_text(CONFIG.format(root=str(course.resolve()), timeout=timeout)
-                                               + release.CONFIG)
+    (course / "nbgrader_config.py").write_text(
+        CONFIG.format(root=str(course.resolve()), timeout=timeout) + release.CONFIG
+    )
     nbgrader(course, "generate_assignment", assignment, "--force")
     return source.name
 
 
 def link_or_copy(src: str, dst: str):
-    """A hard link to `src` at `dst`, or a copy where the two are on different file systems."""
+    """A hard link to `src` at `dst`, or a copy where the two are on different file
+    systems."""
     try:
         os.link(src, dst)
     except OSError:
@@ -131,15 +196,18 @@ def link_or_copy(src: str, dst: str):
 
 
 def collect(assignment: str, name: str, submissions: Path, course: Path) -> list[str]:
-    """Each student's folder in `submissions` (a notebook, and for A3 the runs beside it) copied where nbgrader's
-    `collect` leaves it, submitted/STUDENT/ASSIGNMENT/, and the student added to the gradebook; returns the
-    students. A folder with no notebook, or several, is named and left out."""
+    """Each student's folder in `submissions` (a notebook, and for A3 the runs beside
+    it) copied where nbgrader's `collect` leaves it, submitted/STUDENT/ASSIGNMENT/, and
+    the student added to the gradebook; returns the students. A folder with no notebook,
+    or several, is named and left out."""
     from nbgrader.api import Gradebook
     from nmt_lib.checks.assignments import RUNS
 
     students = []
     for folder in sorted(p for p in submissions.iterdir() if p.is_dir()):
-        found = [p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+        found = [
+            p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+        ]
         if len(found) != 1:
             print(f"grade: {folder.name}: {len(found)} notebooks, not one: left out")
             continue
@@ -147,8 +215,12 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
         shutil.copyfile(found[0], dest / name)
-        if (found[0].parent / RUNS).is_dir():             # hard links where it can: checkpoints are large
-            shutil.copytree(found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy)
+        if (
+            found[0].parent / RUNS
+        ).is_dir():  # hard links where it can: checkpoints are large
+            shutil.copytree(
+                found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy
+            )
         students.append(folder.name)
     with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
         for student in students:
@@ -157,7 +229,8 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
 
 
 def answer_cells(source: Path) -> dict:
-    """{grade cell: the answer cell at or before it} in an nbgrader source: where a grade's comment goes."""
+    """{grade cell: the answer cell at or before it} in an nbgrader source: where a
+    grade's comment goes."""
     answer, last = {}, None
     for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
@@ -167,51 +240,91 @@ def answer_cells(source: Path) -> dict:
 
 
 def record(assignment: str, name: str, course: Path, results: dict):
-    """The sandbox's points for each task into each student's gradebook (as the grade cell's automatic score,
-    which formgrader shows and a manual grade overrides), the graders' sentences as the comment on the
-    answer cell before it; 0 for every task when a submission could not be graded. `results`: {student:
-    what `grade_apart` gave}."""
+    """The sandbox's points for each task into each student's gradebook (as the grade
+    cell's automatic score, which formgrader shows and a manual grade overrides), the
+    graders' sentences as the comment on the answer cell before it; 0 for every task
+    when a submission could not be graded. `results`: {student: what `grade_apart`
+    gave}."""
     from nbgrader.api import Gradebook, MissingEntry
     from grading.hidden import grade_cells
 
-    answer, cells = answer_cells(course / "source" / assignment / name), grade_cells(assignment)
+    answer, cells = (
+        answer_cells(course / "source" / assignment / name),
+        grade_cells(assignment),
+    )
     with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
         for student, result in results.items():
             for cell, row in zip(cells, result["rows"] or [None] * len(cells)):
                 grade = gb.find_grade(cell, Path(name).stem, assignment, student)
-                grade.auto_score, grade.needs_manual_grade = (row["points"] if row else 0.0), False
+                grade.auto_score, grade.needs_manual_grade = (
+                    (row["points"] if row else 0.0),
+                    False,
+                )
                 try:
-                    comment = gb.find_comment(answer[cell], Path(name).stem, assignment, student)
-                    comment.auto_comment = " ".join(row["messages"]) if row else result["status"]
+                    comment = gb.find_comment(
+                        answer[cell], Path(name).stem, assignment, student
+                    )
+                    comment.auto_comment = (
+                        " ".join(row["messages"]) if row else result["status"]
+                    )
                 except (MissingEntry, KeyError):
                     pass
         gb.db.commit()
 
 
-def grade_course(assignment: str, course: Path, submissions: Path | None, out: Path, jobs: int, limit: int,
-                 timeout: int) -> str:
-    """A class graded: nbgrader's collect (from `submissions`, else what submitted/ holds) and autograde, the
-    sandbox's points for each submission (`jobs` at a time, each stopped after `limit` seconds) written into
-    the gradebook, nbgrader's feedback, and one CSV row per student from nbgrader's export."""
+def grade_course(
+    assignment: str,
+    course: Path,
+    submissions: Path | None,
+    out: Path,
+    jobs: int,
+    limit: int,
+    timeout: int,
+) -> str:
+    """A class graded: nbgrader's collect (from `submissions`, else what submitted/
+    holds) and autograde, the sandbox's points for each submission (`jobs` at a time,
+    each stopped after `limit` seconds) written into the gradebook, nbgrader's feedback,
+    and one CSV row per student from nbgrader's export.
+    """
     start = time.perf_counter()
     name = set_up(assignment, course, timeout)
     if submissions is not None:
         collect(assignment, name, submissions, course)
-    students = sorted(p.parent.parent.name for p in course.glob(f"submitted/*/{assignment}/{name}"))
+    students = sorted(
+        p.parent.parent.name for p in course.glob(f"submitted/*/{assignment}/{name}")
+    )
     if not students:
-        raise SystemExit(f"grade: no submission of {assignment} in {course / 'submitted'}")
+        raise SystemExit(
+            f"grade: no submission of {assignment} in {course / 'submitted'}"
+        )
     nbgrader(course, "autograde", assignment, "--force")
     threads = max(1, (os.cpu_count() or 1) // jobs)
     paths = [course / "submitted" / s / assignment / name for s in students]
     with ThreadPoolExecutor(jobs) as pool:
-        results = list(pool.map(lambda p: grade_apart(assignment, p, threads, limit, timeout), paths))
+        results = list(
+            pool.map(
+                lambda p: grade_apart(assignment, p, threads, limit, timeout), paths
+            )
+        )
     record(assignment, name, course, dict(zip(students, results)))
     nbgrader(course, "generate_feedback", assignment, "--force")
-    nbgrader(course, "export", "--exporter=grading.export.TaskCsv", f"--to={out.resolve()}",
-             f"--assignment=['{assignment}']")
-    lines = [f"{assignment}: {len(students)} submissions graded in {time.perf_counter() - start:.0f} s ({jobs} "
-             f"at a time in the sandbox); wrote {out}; feedback in {course / 'feedback'}"]
-    lines += [f"  {s}: {r['status']}" for s, r in zip(students, results) if r["status"] != "graded"]
+    nbgrader(
+        course,
+        "export",
+        "--exporter=grading.export.TaskCsv",
+        f"--to={out.resolve()}",
+        f"--assignment=['{assignment}']",
+    )
+    lines = [
+        f"{assignment}: {len(students)} submissions graded in"
+        f" {time.perf_counter() - start:.0f} s ({jobs} at a time in the sandbox); wrote"
+        f" {out}; feedback in {course / 'feedback'}"
+    ]
+    lines += [
+        f"  {s}: {r['status']}"
+        for s, r in zip(students, results)
+        if r["status"] != "graded"
+    ]
     return "\n".join(lines)
 
 
@@ -221,34 +334,96 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignment", help=f"one of {', '.join(ASSIGNMENTS)}")
-    parser.add_argument("submission", type=Path, nargs="?",
-                        help="a student's .ipynb, or a folder with one folder per student (none: --course's)")
-    parser.add_argument("--course", type=Path, help="the nbgrader course folder a class is graded in "
-                        "(default: course/ beside the folder of submissions)")
-    parser.add_argument("--json", type=Path, help="one notebook's scores, also written here")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell (default 1800)")
-    parser.add_argument("--csv", type=Path, help="a class's grades (default: grades-A1.csv in the course folder)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions at once (default: CPUs)")
-    parser.add_argument("--limit", type=int, default=1800, help="seconds per submission in a class (default 1800)")
+    parser.add_argument(
+        "submission",
+        type=Path,
+        nargs="?",
+        help=(
+            "a student's .ipynb, or a folder with one folder per student (none:"
+            " --course's)"
+        ),
+    )
+    parser.add_argument(
+        "--course",
+        type=Path,
+        help=(
+            "the nbgrader course folder a class is graded in "
+            "(default: course/ beside the folder of submissions)"
+        ),
+    )
+    parser.add_argument(
+        "--json", type=Path, help="one notebook's scores, also written here"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=1800,
+        help="seconds allowed per cell (default 1800)",
+    )
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        help="a class's grades (default: grades-A1.csv in the course folder)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="submissions at once (default: CPUs)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=1800,
+        help="seconds per submission in a class (default 1800)",
+    )
     args = parser.parse_args(argv)
     if args.limit < 1 or args.jobs < 1:
         parser.error("--limit and --jobs must be at least 1")
     if args.assignment not in ASSIGNMENTS:
-        parser.error(f"unknown assignment {args.assignment!r}: choose one of {', '.join(ASSIGNMENTS)}")
+        parser.error(
+            f"unknown assignment {args.assignment!r}: choose one of"
+            f" {', '.join(ASSIGNMENTS)}"
+        )
     if args.submission is None or args.submission.is_dir():
         if args.submission is None and args.course is None:
-            parser.error("give a folder of submissions, or --course with its submitted/ folder")
+            parser.error(
+                "give a folder of submissions, or --course with its submitted/ folder"
+            )
         course = args.course or args.submission.resolve().parent / "course"
         out = args.csv or course / f"grades-{args.assignment}.csv"
-        print(grade_course(args.assignment, course, args.submission, out, args.jobs, args.limit, args.timeout))
+        print(
+            grade_course(
+                args.assignment,
+                course,
+                args.submission,
+                out,
+                args.jobs,
+                args.limit,
+                args.timeout,
+            )
+        )
         return 0
     if args.submission.suffix != ".ipynb" or not args.submission.is_file():
-        parser.error(f"{args.submission} is neither a notebook file (.ipynb) nor a folder of submissions")
+        parser.error(
+            f"{args.submission} is neither a notebook file (.ipynb) nor a folder of"
+            " submissions"
+        )
     rows, errors = run_submission(args.assignment, args.submission, args.timeout)
     print(report(args.assignment, args.submission, rows, errors))
     if args.json:
-        args.json.write_text(json.dumps({"assignment": args.assignment, "submission": str(args.submission),
-                                         "rows": rows, "errors": errors}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "assignment": args.assignment,
+                    "submission": str(args.submission),
+                    "rows": rows,
+                    "errors": errors,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

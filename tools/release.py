@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Write the assignments' student edition, assignments/*.ipynb, from their nbgrader sources: the executed model
-answers in solutions/assignments/. `nbgrader generate_assignment` turns every solution region and written answer
-into a stub, clears the outputs and locks the cells a student must not edit; the cells tagged `teacher-only` (the
-model answers' banner, the concept questions' key, the verdicts under A3's table) are left out.
+"""Write the assignments' student edition, assignments/*.ipynb, from their nbgrader
+sources: the executed model answers in solutions/assignments/. `nbgrader
+generate_assignment` turns every solution region and written answer into a stub, clears
+the outputs and locks the cells a student must not edit; the cells tagged `teacher-only`
+(the model answers' banner, the concept questions' key, the verdicts under A3's table)
+are left out.
 
-    python tools/release.py           # or: make release
-    python tools/release.py --check   # fail when assignments/ is not what the sources give
+    # or: make release
+    python tools/release.py
+    # fail when assignments/ is not what the sources give
+    python tools/release.py --check
 """
+
 import argparse
 import json
 import subprocess
@@ -22,26 +27,50 @@ c.ClearSolutions.text_stub = "*Your answer here.*"
 
 
 def released(source: Path, course: Path) -> str:
-    """The student edition of one source notebook, as its file's text; `course` is an empty folder to work in."""
-    assignment = source.stem.split("_")[0]                                      # A1_attention -> A1
+    """The student edition of one source notebook, as its file's text; `course` is an
+    empty folder to work in."""
+    assignment = source.stem.split("_")[0]  # A1_attention -> A1
     (course / "source" / assignment).mkdir(parents=True)
     (course / "source" / assignment / source.name).write_bytes(source.read_bytes())
     (course / "nbgrader_config.py").write_text(CONFIG)
-    run = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
-                          "--no-db", f"--CourseDirectory.root={course}"], cwd=course, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            assignment,
+            "--force",
+            "--no-db",
+            f"--CourseDirectory.root={course}",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+    )
     if run.returncode != 0:
-        raise SystemExit(f"release: nbgrader could not release {source.name}:\n{run.stderr[-3000:]}")
-    nb = json.loads((course / "release" / assignment / source.name).read_text(encoding="utf-8"))
-    nb["cells"] = [c for c in nb["cells"] if "teacher-only" not in c["metadata"].get("tags", [])]
+        raise SystemExit(
+            f"release: nbgrader could not release {source.name}:\n{run.stderr[-3000:]}"
+        )
+    nb = json.loads(
+        (course / "release" / assignment / source.name).read_text(encoding="utf-8")
+    )
+    nb["cells"] = [
+        c for c in nb["cells"] if "teacher-only" not in c["metadata"].get("tags", [])
+    ]
     for cell in nb["cells"]:
-        cell["metadata"].pop("execution", None)             # when the model answer's cells ran
-    nb["metadata"].pop("nmt_course", None)                  # the model answer's record of its own run
+        cell["metadata"].pop("execution", None)  # when the model answer's cells ran
+    nb["metadata"].pop("nmt_course", None)  # the model answer's record of its own run
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check that assignments/ is up to date")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that assignments/ is up to date",
+    )
     args = parser.parse_args(argv)
     stale = []
     with tempfile.TemporaryDirectory(prefix="nmt-release-") as work:
@@ -55,9 +84,15 @@ def main(argv=None) -> int:
                 target.with_suffix(".tmp").write_text(text, encoding="utf-8")
                 target.with_suffix(".tmp").replace(target)
     if args.check and stale:
-        print(f"release: {', '.join(stale)} differ from what solutions/assignments/ gives: run make release")
+        print(
+            f"release: {', '.join(stale)} differ from what solutions/assignments/"
+            " gives: run make release"
+        )
         return 1
-    print(f"release: {'wrote ' + ', '.join(stale) if stale else 'assignments/ is up to date'}")
+    print(
+        "release:"
+        f" {'wrote ' + ', '.join(stale) if stale else 'assignments/ is up to date'}"
+    )
     return 0
 
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Render the tables of the README, the teacher's guide and the book from what was measured; prose is written.
+"""Render the tables of the README, the teacher's guide and the book from what was
+measured; prose is written.
 
-    python tools/render_tables.py           # rewrite the tables between their <!-- NAME:start/end --> markers
-    python tools/render_tables.py --check   # exit 1, naming each file whose tables differ from their sources
+    # rewrite the tables between their <!-- NAME:start/end --> markers
+    python tools/render_tables.py
+    # exit 1, naming each file whose tables differ from their sources
+    python tools/render_tables.py --check
 
-The sources: the executed notebooks (title, "**In this chapter:**" line, wall time, and the figures and tables
-`tools/run_course.py` stored in their metadata) and the records (`records/*.json`, `bench/results/latest.json`).
+The sources: the executed notebooks (title, "**In this chapter:**" line, wall time, and
+the figures and tables `tools/run_course.py` stored in their metadata) and the records
+(`records/*.json`, `bench/results/latest.json`).
 """
+
 import argparse
 import json
 import re
@@ -18,22 +23,64 @@ from pathlib import Path
 from nmt_lib.run.inference import search_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"README.md": ("chapter-table", "tatoeba-results", "tatoeba-limits", "speedrun-best", "modern-switches",
-                        "modern-tatoeba"),
-          "book/teachers.md": ("module-plan", "ten-week-plan", "chapter-times", "solution-times"),
-          "book/results.md": ("learner-results", "tatoeba-public", "modern-tatoeba",
-                              "published-subwords", "published-words", "ablation-subwords", "chapter-figures"),
-          "book/benchmarks.md": ("benchmark", "gpu-h200"),
-          "book/speedrun.md": ("speedrun", "speedrun-published", "tatoeba-limits", "recipe-tatoeba"),
-          "book/command-line.md": ("soak",)}
-RESULTS = ("08_evaluation", "held-out results")       # the notebook and the name of its results table
-OWN_TABLES = ("published-subwords", "published-words", "ablation-subwords", "recipe-tatoeba", "tatoeba-limits",
-              "modern-tatoeba", "soak", "speedrun", "speedrun-best",
-              "speedrun-published", "gpu-h200")           # records/NAME.json that hold their tables
+TABLES = {
+    "README.md": (
+        "chapter-table",
+        "tatoeba-results",
+        "tatoeba-limits",
+        "speedrun-best",
+        "modern-switches",
+        "modern-tatoeba",
+    ),
+    "book/teachers.md": (
+        "module-plan",
+        "ten-week-plan",
+        "chapter-times",
+        "solution-times",
+    ),
+    "book/results.md": (
+        "learner-results",
+        "tatoeba-public",
+        "modern-tatoeba",
+        "published-subwords",
+        "published-words",
+        "ablation-subwords",
+        "chapter-figures",
+    ),
+    "book/benchmarks.md": ("benchmark", "gpu-h200"),
+    "book/speedrun.md": (
+        "speedrun",
+        "speedrun-published",
+        "tatoeba-limits",
+        "recipe-tatoeba",
+    ),
+    "book/command-line.md": ("soak",),
+}
+RESULTS = (
+    "08_evaluation",
+    "held-out results",
+)  # the notebook and the name of its results table
+OWN_TABLES = (
+    "published-subwords",
+    "published-words",
+    "ablation-subwords",
+    "recipe-tatoeba",
+    "tatoeba-limits",
+    "modern-tatoeba",
+    "soak",
+    "speedrun",
+    "speedrun-best",
+    "speedrun-published",
+    "gpu-h200",
+)  # records/NAME.json that hold their tables
 LEAD = "**In this chapter:**"
-# The ten-week plan's study estimate: prose read at this pace, the cells' run time, each exercise this long.
+# The ten-week plan's study estimate: prose read at this pace, the cells' run time, each
+# exercise this long.
 WORDS_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 20
-PUBLIC = ("tatoeba-test-greedy", "tatoeba-test-beam4")   # records/NAME.json of the published model
+PUBLIC = (
+    "tatoeba-test-greedy",
+    "tatoeba-test-beam4",
+)  # records/NAME.json of the published model
 
 
 def when(stamp: str) -> datetime:
@@ -44,22 +91,47 @@ def when(stamp: str) -> datetime:
 def chapter(path: Path) -> dict:
     """What a row shows of one executed notebook."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    lines = [line for c in nb["cells"] if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines()]
-    title = next((line[2:].strip() for line in lines if line.startswith("# ")), path.stem)
-    lead = next((line[len(LEAD):].strip() for line in lines if line.startswith(LEAD)), None)
-    stamps = [c.get("metadata", {}).get("execution", {}) for c in nb["cells"] if c["cell_type"] == "code"]
+    lines = [
+        line
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+    ]
+    title = next(
+        (line[2:].strip() for line in lines if line.startswith("# ")), path.stem
+    )
+    lead = next(
+        (line[len(LEAD) :].strip() for line in lines if line.startswith(LEAD)), None
+    )
+    stamps = [
+        c.get("metadata", {}).get("execution", {})
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    ]
     busy = [s["iopub.status.busy"] for s in stamps if "iopub.status.busy" in s]
     idle = [s["iopub.status.idle"] for s in stamps if "iopub.status.idle" in s]
-    wall = (when(max(idle)) - when(min(busy))).total_seconds() if busy and idle else None
+    wall = (
+        (when(max(idle)) - when(min(busy))).total_seconds() if busy and idle else None
+    )
     meta = nb.get("metadata", {}).get("nmt_course", {})
-    return {"path": path, "title": title, "lead": lead, "wall": wall, "headlines": meta.get("headlines", []),
-            "executed": meta.get("executed"), "cpu": meta.get("cpu"), "mode": meta.get("mode")}
+    return {
+        "path": path,
+        "title": title,
+        "lead": lead,
+        "wall": wall,
+        "headlines": meta.get("headlines", []),
+        "executed": meta.get("executed"),
+        "cpu": meta.get("cpu"),
+        "mode": meta.get("mode"),
+    }
 
 
 def record(root: Path, name: str) -> dict:
     path = root / name
     if not path.exists():
-        raise SystemExit(f"render_tables: {name} is missing; the command that measures it writes it")
+        raise SystemExit(
+            f"render_tables: {name} is missing; the command that measures it writes it"
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -72,7 +144,8 @@ def figure(value) -> str:
 
 
 def score(x: float) -> str:
-    """A score to one decimal, halves rounded up, as a reader rounds the two-decimal figure a run printed."""
+    """A score to one decimal, halves rounded up, as a reader rounds the two-decimal
+    figure a run printed."""
     return str(Decimal(str(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
@@ -88,23 +161,35 @@ def ran_on(ch: dict) -> str:
 
 def machine(rec: dict) -> str:
     m = rec.get("machine") or {}
-    return f"{str(rec.get('recorded', 'not recorded'))[:10]}, {m.get('gpu') or m.get('cpu') or 'not recorded'}"
+    return (
+        f"{str(rec.get('recorded', 'not recorded'))[:10]},"
+        f" {m.get('gpu') or m.get('cpu') or 'not recorded'}"
+    )
 
 
 def markdown(text: str) -> str:
-    """A token such as <unk> in code style, so that Markdown does not take it for an HTML tag."""
+    """A token such as <unk> in code style, so that Markdown does not take it for an
+    HTML tag."""
     return re.sub(r"(?<!`)<(\w+)>(?!`)", r"`<\1>`", str(text))
 
 
 def table(header: list[str], rows: list, align: str = "") -> str:
-    """A Markdown table; `align` holds one letter per column, r for right-aligned (the rest left)."""
-    rule = "|" + "|".join("---:" if a == "r" else "---" for a in align.ljust(len(header), "l")) + "|"
-    line = lambda cells: "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"   # \| stays in its cell
+    """A Markdown table; `align` holds one letter per column, r for right-aligned (the
+    rest left)."""
+    rule = (
+        "|"
+        + "|".join("---:" if a == "r" else "---" for a in align.ljust(len(header), "l"))
+        + "|"
+    )
+    line = lambda cells: (
+        "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    )  # \| stays in its cell
     return "\n".join([line(header), rule, *map(line, rows)])
 
 
 def headlines(ch: dict, key_only: bool = False) -> str:
-    """A chapter's headline figures, as `name: value; ...` (its key ones only, if asked and it marked any)."""
+    """A chapter's headline figures, as `name: value; ...` (its key ones only, if asked
+    and it marked any)."""
     shown = [h for h in ch["headlines"] if "value" in h]
     if key_only and any(h.get("key") for h in shown):
         shown = [h for h in shown if h.get("key")]
@@ -112,71 +197,156 @@ def headlines(ch: dict, key_only: bool = False) -> str:
 
 
 def recorded_table(ch: dict, name: str) -> dict:
-    found = next((h for h in ch["headlines"] if h.get("name") == name and "rows" in h), None)
+    found = next(
+        (h for h in ch["headlines"] if h.get("name") == name and "rows" in h), None
+    )
     if found is None:
-        raise SystemExit(f"render_tables: {ch['path'].name} recorded no table {name!r}; execute it with run_course")
+        raise SystemExit(
+            f"render_tables: {ch['path'].name} recorded no table {name!r}; execute it"
+            " with run_course"
+        )
     return found
 
 
 def readme_table(chapters: list[dict]) -> str:
     for ch in chapters:
         if ch["lead"] is None:
-            raise SystemExit(f"render_tables: {ch['path'].name} has no '{LEAD} ...' line under its title")
-    rows = [[f"[{ch['title']}](notebooks/{ch['path'].name})", markdown(ch["lead"]), duration(ch["wall"]),
-             headlines(ch, key_only=True)] for ch in chapters]
+            raise SystemExit(
+                f"render_tables: {ch['path'].name} has no '{LEAD} ...' line under its"
+                " title"
+            )
+    rows = [
+        [
+            f"[{ch['title']}](notebooks/{ch['path'].name})",
+            markdown(ch["lead"]),
+            duration(ch["wall"]),
+            headlines(ch, key_only=True),
+        ]
+        for ch in chapters
+    ]
     where = sorted({ran_on(ch) for ch in chapters})
-    return (table(["chapter", "what you learn", "time", "headline figures"], rows, "llr")
-            + f"\n\n*Learner mode, executed {'; '.join(where)}.*")
+    return (
+        table(["chapter", "what you learn", "time", "headline figures"], rows, "llr")
+        + f"\n\n*Learner mode, executed {'; '.join(where)}.*"
+    )
 
 
-def guide_table(chapters: list[dict], heading: str = "chapter", figures: bool = False) -> str:
-    """Each notebook's time to run and where it ran; with `figures`, its title linked and its headline figures."""
-    rows = [[f"[{ch['title']}]({ch['path'].name})" if figures else ch["title"], duration(ch["wall"]),
-             *([headlines(ch)] if figures else []), ran_on(ch)] for ch in chapters]
-    return table([heading, "time (learner mode)", *(["headline figures"] if figures else []), "executed on"], rows,
-                 "lr")
+def guide_table(
+    chapters: list[dict], heading: str = "chapter", figures: bool = False
+) -> str:
+    """Each notebook's time to run and where it ran; with `figures`, its title linked
+    and its headline figures."""
+    rows = [
+        [
+            f"[{ch['title']}]({ch['path'].name})" if figures else ch["title"],
+            duration(ch["wall"]),
+            *([headlines(ch)] if figures else []),
+            ran_on(ch),
+        ]
+        for ch in chapters
+    ]
+    return table(
+        [
+            heading,
+            "time (learner mode)",
+            *(["headline figures"] if figures else []),
+            "executed on",
+        ],
+        rows,
+        "lr",
+    )
 
 
 def module_plan(chapters: list[dict], plan: dict) -> str:
-    """The teacher's guide's plan: each session's chapters with their time to run; the rest is the plan's."""
+    """The teacher's guide's plan: each session's chapters with their time to run; the
+    rest is the plan's."""
     by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
     rows, number = [], 0
     for s in plan["sessions"]:
         missing = [n for n in s["chapters"] if n not in by_number]
         if missing:
-            raise SystemExit(f"render_tables: book/module_plan.json names chapters {missing} that have no notebook")
+            raise SystemExit(
+                f"render_tables: book/module_plan.json names chapters {missing} that"
+                " have no notebook"
+            )
         number += not s.get("optional")
         walls = [by_number[n]["wall"] for n in s["chapters"]]
-        rows.append([s["week"], "optional" if s.get("optional") else number,
-                     ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"]),
-                     s["outcomes"], duration(sum(walls)) if None not in walls else "not executed",
-                     f"{s['study_h']:g} h", s["demo"], s["homework"], s["due"] or "-", s["reading"]])
-    return table(["week", "session", "chapters", "outcomes", "time to run", "planned study", "in class",
-                  "homework", "due", "reading"], rows, "rrllrr")
+        rows.append(
+            [
+                s["week"],
+                "optional" if s.get("optional") else number,
+                ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"]),
+                s["outcomes"],
+                duration(sum(walls)) if None not in walls else "not executed",
+                f"{s['study_h']:g} h",
+                s["demo"],
+                s["homework"],
+                s["due"] or "-",
+                s["reading"],
+            ]
+        )
+    return table(
+        [
+            "week",
+            "session",
+            "chapters",
+            "outcomes",
+            "time to run",
+            "planned study",
+            "in class",
+            "homework",
+            "due",
+            "reading",
+        ],
+        rows,
+        "rrllrr",
+    )
 
 
 def chapter_part(path: Path, start: str | None, until: str | None) -> tuple[int, float]:
-    """The prose words and the cells' run time (s) of one executed notebook, from its section headed `start`
-    (none: the beginning) to the one headed `until` (none: the end); a section is named by its heading's start."""
+    """The prose words and the cells' run time (s) of one executed notebook, from its
+    section headed `start` (none: the beginning) to the one headed `until` (none: the
+    end); a section is named by its heading's start.
+    """
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
 
-    def heading(name: str) -> int:                    # the cell that opens the section `name`
-        found = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
-                 and any(line.startswith("## " + name) for line in "".join(c["source"]).splitlines())]
+    def heading(name: str) -> int:  # the cell that opens the section `name`
+        found = [
+            i
+            for i, c in enumerate(cells)
+            if c["cell_type"] == "markdown"
+            and any(
+                line.startswith("## " + name)
+                for line in "".join(c["source"]).splitlines()
+            )
+        ]
         if not found:
-            raise SystemExit(f"render_tables: {path.name} has no section headed {name!r}")
+            raise SystemExit(
+                f"render_tables: {path.name} has no section headed {name!r}"
+            )
         return found[0]
 
-    part = cells[heading(start) if start else 0:heading(until) if until else len(cells)]
-    words = sum(len("".join(c["source"]).split()) for c in part if c["cell_type"] == "markdown")
-    seconds = sum((when(e["shell.execute_reply"]) - when(e["iopub.execute_input"])).total_seconds()
-                  for c in part if c["cell_type"] == "code"
-                  for e in [c.get("metadata", {}).get("execution", {})] if "shell.execute_reply" in e)
+    part = cells[
+        heading(start) if start else 0 : heading(until) if until else len(cells)
+    ]
+    words = sum(
+        len("".join(c["source"]).split()) for c in part if c["cell_type"] == "markdown"
+    )
+    seconds = sum(
+        (
+            when(e["shell.execute_reply"]) - when(e["iopub.execute_input"])
+        ).total_seconds()
+        for c in part
+        if c["cell_type"] == "code"
+        for e in [c.get("metadata", {}).get("execution", {})]
+        if "shell.execute_reply" in e
+    )
     return words, seconds
 
 
 def ten_week_plan(chapters: list[dict], plan: dict) -> str:
-    """The ten-week plan: each session's reading with its prose words, run time and estimated study hours."""
+    """The ten-week plan: each session's reading with its prose words, run time and
+    estimated study hours."""
     by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
     rows = []
     for number, s in enumerate(plan["sessions"], 1):
@@ -185,82 +355,196 @@ def ten_week_plan(chapters: list[dict], plan: dict) -> str:
             w, t = chapter_part(by_number[n]["path"], s.get("from"), s.get("until"))
             words, seconds = words + w, seconds + t
         names = ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"])
-        part = "".join(f", {side} \"{s[side]}\"" for side in ("from", "until") if s.get(side))
+        part = "".join(
+            f', {side} "{s[side]}"' for side in ("from", "until") if s.get(side)
+        )
         reading = names + part if s["chapters"] else "-"
-        minutes = words / WORDS_PER_MINUTE + seconds / 60 + MINUTES_PER_EXERCISE * s["exercises"]
-        rows.append([s["week"], number, reading, s["outcomes"], f"{words:,}" if words else "-",
-                     duration(seconds) if seconds else "-", s["demo"], s["homework"], s["due"] or "-",
-                     f"{minutes / 60:.1f} h" if minutes else "assignment" if s.get("assignment") else "-"])
-    return table(["week", "session", "reading", "outcomes", "prose words", "time to run", "in class", "homework",
-                  "due", "estimated study"], rows, "rrllrr")
+        minutes = (
+            words / WORDS_PER_MINUTE
+            + seconds / 60
+            + MINUTES_PER_EXERCISE * s["exercises"]
+        )
+        rows.append(
+            [
+                s["week"],
+                number,
+                reading,
+                s["outcomes"],
+                f"{words:,}" if words else "-",
+                duration(seconds) if seconds else "-",
+                s["demo"],
+                s["homework"],
+                s["due"] or "-",
+                (
+                    f"{minutes / 60:.1f} h"
+                    if minutes
+                    else "assignment"
+                    if s.get("assignment")
+                    else "-"
+                ),
+            ]
+        )
+    return table(
+        [
+            "week",
+            "session",
+            "reading",
+            "outcomes",
+            "prose words",
+            "time to run",
+            "in class",
+            "homework",
+            "due",
+            "estimated study",
+        ],
+        rows,
+        "rrllrr",
+    )
 
 
 def notebook_table(ch: dict, name: str) -> str:
     """A table a chapter recorded (`record_table`): a row per model."""
     t = recorded_table(ch, name)
     rows = [[label, *map(figure, values)] for label, *values in t["rows"]]
-    return (table(["model", *t["columns"]], rows, "l" + "r" * len(t["columns"]))
-            + f"\n\n*Chapter {int(ch['path'].stem[:2])}, learner mode, executed {ran_on(ch)}.*")
+    return (
+        table(["model", *t["columns"]], rows, "l" + "r" * len(t["columns"]))
+        + f"\n\n*Chapter {int(ch['path'].stem[:2])}, learner mode, executed"
+        f" {ran_on(ch)}.*"
+    )
 
 
 def record_tables(rec: dict) -> str:
-    """A record's own tables (`tables`: columns, rows, align), under its caption, or its command and machine."""
-    shown = [table(t["columns"], [[markdown(figure(c)) for c in r] for r in t["rows"]], t.get("align", ""))
-             for t in rec["tables"]]
-    return "\n\n".join(shown) + "\n\n*" + (rec.get("caption") or f"`{rec['command']}` on {machine(rec)}") + ".*"
+    """A record's own tables (`tables`: columns, rows, align), under its caption, or its
+    command and machine."""
+    shown = [
+        table(
+            t["columns"],
+            [[markdown(figure(c)) for c in r] for r in t["rows"]],
+            t.get("align", ""),
+        )
+        for t in rec["tables"]
+    ]
+    return (
+        "\n\n".join(shown)
+        + "\n\n*"
+        + (rec.get("caption") or f"`{rec['command']}` on {machine(rec)}")
+        + ".*"
+    )
 
 
 def public_results(ours: list[dict], others: dict, card: str | None = None) -> str:
-    """Our published model on the public Tatoeba test beside the scores others published, then the test's
-    facts: its size, the signatures, and the overlap with our corpus that was left out of training."""
+    """Our published model on the public Tatoeba test beside the scores others
+    published, then the test's facts: its size, the signatures, and the overlap with our
+    corpus that was left out of training.
+    """
     rows = []
     for rec in ours:
-        rows.append([f"**{f'[ours]({card})' if card else 'ours'}, {search_name(rec)}**", f"{rec['model']['parameters']:,}",
-                     "Tatoeba's own English–French pairs, the test's sentences left out",
-                     f"**{score(rec['sacrebleu'])}**", f"**{score(rec['chrf'])}**"])
-    rows += [[r["system"] + (f" ({r['model']})" if r.get("model") else ""), r["parameters"], r["data"],
-              f"{r['sacrebleu']:.1f}", "–" if r["chrf"] is None else f"{r['chrf']:.1f}"] for r in others["rows"]]
+        rows.append(
+            [
+                f"**{f'[ours]({card})' if card else 'ours'}, {search_name(rec)}**",
+                f"{rec['model']['parameters']:,}",
+                "Tatoeba's own English–French pairs, the test's sentences left out",
+                f"**{score(rec['sacrebleu'])}**",
+                f"**{score(rec['chrf'])}**",
+            ]
+        )
+    rows += [
+        [
+            r["system"] + (f" ({r['model']})" if r.get("model") else ""),
+            r["parameters"],
+            r["data"],
+            f"{r['sacrebleu']:.1f}",
+            "–" if r["chrf"] is None else f"{r['chrf']:.1f}",
+        ]
+        for r in others["rows"]
+    ]
     first, ex = ours[0], ours[0]["data"]["excluded"]
-    facts = [["test set, one reference each", f"`{first['split']}`, {first['sentences']:,} pairs"],
-             ["our scores", f"`evaluate --test tatoeba` on {machine(first)}, after "
-                            f"{duration(first['training']['seconds'])} of training"],
-             ["sacreBLEU signature", f"`{first['signature']}`"], ["chrF signature", f"`{first['chrf_signature']}`"],
-             ["test pairs sharing a sentence with our corpus: as written, Unicode and spaces unified",
-              f"{ex['test_pairs_in_corpus_exactly']:,} and {ex['test_pairs_in_corpus']:,} of {ex['test_pairs']:,}"],
-             ["our training and validation pairs left out for sharing one", f"{ex['train']:,} and {ex['valid']:,}"],
-             ["the others' scores", f"transcribed {others['transcribed']}"]]
-    return (table(["system", "parameters", "trained on", "BLEU", "chrF"], rows, "lrlrr") + "\n\n"
-            + table(["", ""], facts))
+    facts = [
+        [
+            "test set, one reference each",
+            f"`{first['split']}`, {first['sentences']:,} pairs",
+        ],
+        [
+            "our scores",
+            (
+                f"`evaluate --test tatoeba` on {machine(first)}, after "
+                f"{duration(first['training']['seconds'])} of training"
+            ),
+        ],
+        ["sacreBLEU signature", f"`{first['signature']}`"],
+        ["chrF signature", f"`{first['chrf_signature']}`"],
+        [
+            (
+                "test pairs sharing a sentence with our corpus: as written, Unicode and"
+                " spaces unified"
+            ),
+            (
+                f"{ex['test_pairs_in_corpus_exactly']:,} and"
+                f" {ex['test_pairs_in_corpus']:,} of {ex['test_pairs']:,}"
+            ),
+        ],
+        [
+            "our training and validation pairs left out for sharing one",
+            f"{ex['train']:,} and {ex['valid']:,}",
+        ],
+        ["the others' scores", f"transcribed {others['transcribed']}"],
+    ]
+    return (
+        table(["system", "parameters", "trained on", "BLEU", "chrF"], rows, "lrlrr")
+        + "\n\n"
+        + table(["", ""], facts)
+    )
 
 
 def rendered(text: str, marker: str, content: str, name: str) -> str:
-    """`text` with the block between `<!-- marker:start -->` and `<!-- marker:end -->` replaced by `content`."""
-    pattern = re.compile(rf"(<!-- {marker}:start -->\n)(?:.*?\n)?(<!-- {marker}:end -->)", re.S)
+    """`text` with the block between `<!-- marker:start -->` and `<!-- marker:end -->`
+    replaced by `content`."""
+    pattern = re.compile(
+        rf"(<!-- {marker}:start -->\n)(?:.*?\n)?(<!-- {marker}:end -->)", re.S
+    )
     if not pattern.search(text):
-        raise SystemExit(f"render_tables: {name} has no <!-- {marker}:start --> ... <!-- {marker}:end --> block")
+        raise SystemExit(
+            f"render_tables: {name} has no <!-- {marker}:start --> ... <!--"
+            f" {marker}:end --> block"
+        )
     return pattern.sub(lambda m: m.group(1) + content + "\n" + m.group(2), text)
 
 
 def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
-    """For each file with tables: (its text now, its text with the tables rendered from the notebooks)."""
+    """For each file with tables: (its text now, its text with the tables rendered from
+    the notebooks)."""
     chapters = [chapter(p) for p in sorted((root / "notebooks").glob("*.ipynb"))]
-    solutions = [chapter(p) for p in [*sorted((root / "solutions").glob("*.ipynb")),
-                                      *sorted((root / "solutions" / "assignments").glob("*.ipynb"))]]
+    solutions = [
+        chapter(p)
+        for p in [
+            *sorted((root / "solutions").glob("*.ipynb")),
+            *sorted((root / "solutions" / "assignments").glob("*.ipynb")),
+        ]
+    ]
     by_stem = lambda stem: next(c for c in chapters if c["path"].stem == stem)
     rec = lambda name: record(root, f"records/{name}.json")
     ours, others = lambda: [rec(n) for n in PUBLIC], lambda: rec("tatoeba-others")
-    plan = lambda: json.loads((root / "book" / "module_plan.json").read_text(encoding="utf-8"))
-    tables = {"chapter-table": lambda: readme_table(chapters), "chapter-times": lambda: guide_table(chapters),
-              "module-plan": lambda: module_plan(chapters, plan()),
-              "ten-week-plan": lambda: ten_week_plan(chapters, plan()["ten_weeks"]),
-              "solution-times": lambda: guide_table(solutions, "solutions notebook"),
-              "learner-results": lambda: notebook_table(by_stem(RESULTS[0]), RESULTS[1]),
-              "chapter-figures": lambda: guide_table(chapters, figures=True),
-              "benchmark": lambda: record_tables(record(root, "bench/results/latest.json")),
-              "tatoeba-results": lambda: public_results(ours(), others(), card="models/tatoeba-en-fr/README.md"),
-              "tatoeba-public": lambda: public_results(ours(), others()),
-              "modern-switches": lambda: notebook_table(by_stem("12_modern"), "modern-switches"),
-              **{name: (lambda n=name: record_tables(rec(n))) for name in OWN_TABLES}}
+    plan = lambda: json.loads(
+        (root / "book" / "module_plan.json").read_text(encoding="utf-8")
+    )
+    tables = {
+        "chapter-table": lambda: readme_table(chapters),
+        "chapter-times": lambda: guide_table(chapters),
+        "module-plan": lambda: module_plan(chapters, plan()),
+        "ten-week-plan": lambda: ten_week_plan(chapters, plan()["ten_weeks"]),
+        "solution-times": lambda: guide_table(solutions, "solutions notebook"),
+        "learner-results": lambda: notebook_table(by_stem(RESULTS[0]), RESULTS[1]),
+        "chapter-figures": lambda: guide_table(chapters, figures=True),
+        "benchmark": lambda: record_tables(record(root, "bench/results/latest.json")),
+        "tatoeba-results": lambda: public_results(
+            ours(), others(), card="models/tatoeba-en-fr/README.md"
+        ),
+        "tatoeba-public": lambda: public_results(ours(), others()),
+        "modern-switches": lambda: notebook_table(
+            by_stem("12_modern"), "modern-switches"
+        ),
+        **{name: lambda n=name: record_tables(rec(n)) for name in OWN_TABLES},
+    }
     out = {}
     for name, markers in TABLES.items():
         text = new = (root / name).read_text(encoding="utf-8")
@@ -271,18 +555,30 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is out of date")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if a table is out of date",
+    )
     args = parser.parse_args(argv)
     pages = render()
     stale = [name for name, (now, new) in pages.items() if now != new]
     if args.check and stale:
-        print(f"render_tables: out of date with the notebooks and records: {', '.join(stale)}; run "
-              "python tools/render_tables.py")
+        print(
+            "render_tables: out of date with the notebooks and records:"
+            f" {', '.join(stale)}; run python tools/render_tables.py"
+        )
         return 1
     for name in stale:
         (ROOT / name).write_text(pages[name][1], encoding="utf-8")
-    print(("rewrote " + ", ".join(stale)) if stale else "tables match the notebooks and the records")
+    print(
+        ("rewrote " + ", ".join(stale))
+        if stale
+        else "tables match the notebooks and the records"
+    )
     return 0
 
 

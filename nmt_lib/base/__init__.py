@@ -1,11 +1,12 @@
 """nmt_lib.base: what every chapter needs to run, hand-written and below the lessons.
 
-- `course`: learner and quick mode (`pick`), figures and headline numbers for `make course`, settings
-  fields (`setting`).
+- `course`: learner and quick mode (`pick`), figures and headline numbers for `make
+  course`, settings fields (`setting`).
 - `device`: the device, the CPU threads and the training precision.
 - `download`: finding the corpus on disk, and downloading it with a checksum.
 - `cache`: the course's cache folder, atomic saves, the model cache (`cached_fit`).
 
-A base module imports only the standard library, torch and other base modules: never a lesson (the
-generated modules one folder up) nor the tooling (`nmt_lib.run`, `nmt_lib.checks`).
+A base module imports only the standard library, torch and other base modules: never a
+lesson (the generated modules one folder up) nor the tooling (`nmt_lib.run`,
+`nmt_lib.checks`).
 """

@@ -1,6 +1,8 @@
-"""Each chapter's concept questions, checked in the notebook. The key holds a hash of chapter, question and
-letter for each right answer, not the letter, so that the file does not give the answers away at a glance; the
-answers and their reasons are in the chapter's solutions (the teacher's edition)."""
+"""Each chapter's concept questions, checked in the notebook. The key holds a hash of
+chapter, question and letter for each right answer, not the letter, so that the file
+does not give the answers away at a glance; the answers and their reasons are in the
+chapter's solutions (the teacher's edition)."""
+
 import hashlib
 
 KEY = {  # chapter -> one hash per multiple-choice question, in order
@@ -22,7 +24,9 @@ KEY = {  # chapter -> one hash per multiple-choice question, in order
 
 
 def _hash(chapter: str, number: int, letter: str) -> str:
-    return hashlib.sha256(f"{chapter}:{number}:{letter.strip().lower()}".encode()).hexdigest()[:12]
+    return hashlib.sha256(
+        f"{chapter}:{number}:{letter.strip().lower()}".encode()
+    ).hexdigest()[:12]
 
 
 def form_problem(letter) -> str | None:
@@ -35,10 +39,14 @@ def form_problem(letter) -> str | None:
 
 
 def score_concepts(chapter: str, answers: dict) -> int:
-    """Print, for each multiple-choice question of `chapter`, whether the letter `answers` gives it
-    ({number: "a" to "d"}, None while unanswered) is right; return how many are."""
+    """Print, for each multiple-choice question of `chapter`, whether the letter
+    `answers` gives it ({number: "a" to "d"}, None while unanswered) is right; return
+    how many are."""
     if chapter not in KEY:
-        raise ValueError(f"no concept questions for chapter {chapter!r}; chapters with them: {', '.join(KEY)}")
+        raise ValueError(
+            f"no concept questions for chapter {chapter!r}; chapters with them:"
+            f" {', '.join(KEY)}"
+        )
     right = 0
     for number, expected in enumerate(KEY[chapter], 1):
         letter = answers.get(number)
@@ -46,15 +54,20 @@ def score_concepts(chapter: str, answers: dict) -> int:
         if verdict is None and _hash(chapter, number, str(letter)) == expected:
             verdict, right = "right", right + 1
         elif verdict is None:
-            verdict = f"{letter} is not it: read the question again, then the section it is about"
+            verdict = (
+                f"{letter} is not it: read the question again, then the section it is"
+                " about"
+            )
         print(f"question {number}: {verdict}")
     print(f"{right} of {len(KEY[chapter])} right")
     return right
 
 
 def answers_well_formed(answers: dict, questions: int = 4) -> int:
-    """An assignment's concept questions: print, for each, whether `answers` gives it a letter a to d, and
-    nothing about whether the letter is right (the teacher's grader marks them); return how many do."""
+    """An assignment's concept questions: print, for each, whether `answers` gives it a
+    letter a to d, and nothing about whether the letter is right (the teacher's grader
+    marks them); return how many do.
+    """
     ready = 0
     for number in range(1, questions + 1):
         verdict = form_problem(answers.get(number)) or "answered"

@@ -1,7 +1,9 @@
-"""The translator app, tooling that chapter 8 imports: `explore` (one sentence, every attention map),
-`draw_attention` (one heatmap), `TranslatorApp` (an ipywidgets app), `static_views` (HTML for the book).
+"""The translator app, tooling that chapter 8 imports: `explore` (one sentence, every
+attention map), `draw_attention` (one heatmap), `TranslatorApp` (an ipywidgets app),
+`static_views` (HTML for the book).
 
-Maps are (layers, heads, queries, keys) tensors, as `Transformer.attention_maps` gives them per layer.
+Maps are (layers, heads, queries, keys) tensors, as `Transformer.attention_maps` gives
+them per layer.
 """
 
 import base64
@@ -76,9 +78,16 @@ def explore(
         raise ValueError("There is only punctuation here: nothing to translate.")
     notes = []
     if len(tokens) > max_src_len:
-        notes.append(f"Cut to its first {max_src_len} of {len(tokens)} tokens, the most this app reads.")
+        notes.append(
+            f"Cut to its first {max_src_len} of {len(tokens)} tokens, the most this app"
+            " reads."
+        )
         tokens = tokens[:max_src_len]
-    unknown = [t for t in dict.fromkeys(tokens) if src_vocab[t] == src_vocab.unk_id or t.startswith("<0x")]
+    unknown = [
+        t
+        for t in dict.fromkeys(tokens)
+        if src_vocab[t] == src_vocab.unk_id or t.startswith("<0x")
+    ]
     if unknown:
         notes.append(
             "Not in the model's vocabulary (read as <unk>, or as bytes by a subword "
@@ -116,11 +125,16 @@ def explore(
             )
         hypotheses.sort(key=lambda h: -h[2])
     else:
-        out = greedy_decode_fast(model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len).tokens[0]
+        out = greedy_decode_fast(
+            model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len
+        ).tokens[0]
     ended = len(out) < max_len
     tgt_in = torch.tensor([[bos] + out], device=device)
     # (L, H, Tq, Tk)
-    maps = {k: torch.cat(v).cpu() for k, v in model.attention_maps(src, src_len, tgt_in).items()}
+    maps = {
+        k: torch.cat(v).cpu()
+        for k, v in model.attention_maps(src, src_len, tgt_in).items()
+    }
     out_tokens = tgt_vocab.to_tokens(out) + (["<eos>"] if ended else [])
     return Exploration(
         text,
@@ -158,7 +172,9 @@ def draw_attention(
     if not 1 <= layer <= layers:  # 0 or -1 would index from the end: the last layer
         raise ValueError(f"layer is counted from 1 to {layers}, got {layer}")
     if head is not None and not 1 <= head <= heads:
-        raise ValueError(f"head is counted from 1 to {heads} (or None for their average), got {head}")
+        raise ValueError(
+            f"head is counted from 1 to {heads} (or None for their average), got {head}"
+        )
     weights = exp.maps[key][layer - 1]  # (H, Tq, Tk)
     matrix = weights.mean(0) if head is None else weights[head - 1]
     x, y = token_labels(exp, key)
@@ -240,9 +256,15 @@ class TranslatorApp:
             layout=w.Layout(width="60%"),
         )
         self.button = w.Button(description="Translate", button_style="primary")
-        self.search = w.ToggleButtons(options=["greedy", "beam search"], value="greedy", description="Search:")
-        self.beam = w.IntSlider(value=4, min=2, max=8, description="K:", layout=w.Layout(width="220px"))
-        self.kind = w.Dropdown(options=list(KINDS), value="cross-attention", description="Attention:")
+        self.search = w.ToggleButtons(
+            options=["greedy", "beam search"], value="greedy", description="Search:"
+        )
+        self.beam = w.IntSlider(
+            value=4, min=2, max=8, description="K:", layout=w.Layout(width="220px")
+        )
+        self.kind = w.Dropdown(
+            options=list(KINDS), value="cross-attention", description="Attention:"
+        )
         self.layer = w.Dropdown(
             options=list(range(1, layers + 1)),
             value=layers,
@@ -311,12 +333,16 @@ class TranslatorApp:
             )
         except ValueError as e:
             self.exploration = None
-            self.message.value = f'<span style="color:#b00">{html.escape(str(e))}</span>'
+            self.message.value = (
+                f'<span style="color:#b00">{html.escape(str(e))}</span>'
+            )
             self.translation.value = self.hypotheses.value = self.timing.value = ""
             self.image.value = b""
             return
         exp = self.exploration
-        self.message.value = "<br>".join(f'<span style="color:#a60">{html.escape(n)}</span>' for n in exp.notes)
+        self.message.value = "<br>".join(
+            f'<span style="color:#a60">{html.escape(n)}</span>' for n in exp.notes
+        )
         self.translation.value = f"<b>French:</b> {hover_html(exp)}"
         self.hypotheses.value = (
             ""
@@ -334,9 +360,14 @@ class TranslatorApp:
         self.redraw()
 
     def layers(self, kind: str) -> int:
-        """How many layers `kind`'s maps have: the encoder's blocks, or the decoder's (which may be fewer)."""
+        """How many layers `kind`'s maps have: the encoder's blocks, or the decoder's
+        (which may be fewer)."""
         model = self.model
-        return len(model.encoder.blocks if KINDS[kind][0] == "encoder" else model.decoder.blocks)
+        return len(
+            model.encoder.blocks
+            if KINDS[kind][0] == "encoder"
+            else model.decoder.blocks
+        )
 
     def choose_layers(self):
         layers, chosen = self.layers(self.kind.value), self.layer.value
@@ -350,14 +381,20 @@ class TranslatorApp:
             return 0.0
         start = time.perf_counter()
         self.image.value = figure_png(
-            draw_attention(self.exploration, self.kind.value, self.layer.value, self.head.value)
+            draw_attention(
+                self.exploration, self.kind.value, self.layer.value, self.head.value
+            )
         )
         seconds = time.perf_counter() - start
-        self.timing.value = f'<span style="color:#888">drawn in {seconds * 1000:.0f} ms</span>'
+        self.timing.value = (
+            f'<span style="color:#888">drawn in {seconds * 1000:.0f} ms</span>'
+        )
         return seconds
 
 
-def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepare=preprocess) -> str:
+def static_views(
+    model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepare=preprocess
+) -> str:
     """HTML for a page without a kernel: for each sentence its translation, and the
     three kinds of attention (every layer and head) as images behind tabs that need no
     JavaScript (CSS radio buttons). `prepare` as in `explore`."""
@@ -368,7 +405,9 @@ def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepa
         for k, (kind, (key, xlabel, ylabel)) in enumerate(KINDS.items()):
             x, y = token_labels(exp, key)
             L, H = exp.maps[key].shape[:2]
-            titles = [[f"layer {i + 1}, head {h + 1}" for h in range(H)] for i in range(L)]
+            titles = [
+                [f"layer {i + 1}, head {h + 1}" for h in range(H)] for i in range(L)
+            ]
             png = figure_png(
                 show_heatmaps(
                     exp.maps[key],
@@ -393,11 +432,15 @@ def static_views(model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepa
                 f'src="data:image/png;base64,{base64.b64encode(png).decode()}"></div>'
             )
             rules.append(
-                f"#{tab}:checked ~ .nmt-panel-{k} {{display:block}} #{tab}:checked + label {{background:#dde6f5}}"
+                f"#{tab}:checked ~ .nmt-panel-{k} {{display:block}} #{tab}:checked +"
+                " label {background:#dde6f5}"
             )
         parts.append(
             f'<div class="nmt-view"><p><b>{html.escape(sentence)}</b> &rarr; '
-            f"{html.escape(exp.translation)}</p>" + "".join(tabs) + "".join(panels) + "</div>"
+            f"{html.escape(exp.translation)}</p>"
+            + "".join(tabs)
+            + "".join(panels)
+            + "</div>"
         )
     css = (
         ".nmt-view{margin:0.8em 0} .nmt-radio{display:none} "

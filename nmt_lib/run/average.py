@@ -1,12 +1,16 @@
-"""Checkpoint averaging: one model whose weights are the mean of several checkpoints of one run (the
-paper averages the last 5 or 20). `train --keep-last N` keeps the last N epoch ends to average.
+"""Checkpoint averaging: one model whose weights are the mean of several checkpoints of
+one run (the paper averages the last 5 or 20). `train --keep-last N` keeps the last N
+epoch ends to average.
 
-    python -m nmt_lib average --out runs/avg.pt runs/big.epoch25.pt runs/big.epoch26.pt runs/big.epoch27.pt
+    python -m nmt_lib average --out runs/avg.pt \\
+        runs/big.epoch25.pt runs/big.epoch26.pt runs/big.epoch27.pt
 
-A run trained with `--ema DECAY` keeps a moving average of its weights instead; `average --ema` writes it out:
+A run trained with `--ema DECAY` keeps a moving average of its weights instead; `average
+--ema` writes it out:
 
     python -m nmt_lib average --ema --out runs/big.ema.pt runs/big.pt
 """
+
 import os
 import re
 import shutil
@@ -16,12 +20,27 @@ from nmt_lib.base.cache import atomic_save
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, read_payload
 from nmt_lib.run.corpus import split_settings
 
-SAME = ("config", "src_vocab", "tgt_vocab", "tokenizer", "preprocess")     # what must agree between them
-RUN_SETTINGS = ("seed", "lr_factor", "warmup", "label_smoothing", "max_tokens", "tokens_per_update", "clip")
+SAME = (
+    "config",
+    "src_vocab",
+    "tgt_vocab",
+    "tokenizer",
+    "preprocess",
+)  # what must agree between them
+RUN_SETTINGS = (
+    "seed",
+    "lr_factor",
+    "warmup",
+    "label_smoothing",
+    "max_tokens",
+    "tokens_per_update",
+    "clip",
+)
 
 
 def epoch_checkpoint(checkpoint, epoch: int) -> Path:
-    """Where `keep_last` keeps the checkpoint of an epoch's end: OUT.epochE.pt beside OUT.pt."""
+    """Where `keep_last` keeps the checkpoint of an epoch's end: OUT.epochE.pt beside
+    OUT.pt."""
     checkpoint = Path(checkpoint)
     return checkpoint.with_name(f"{checkpoint.stem}.epoch{epoch}{checkpoint.suffix}")
 
@@ -29,16 +48,24 @@ def epoch_checkpoint(checkpoint, epoch: int) -> Path:
 def kept_epochs(checkpoint) -> dict[int, Path]:
     """The epoch ends kept beside `checkpoint` (OUT.epochE.pt), by epoch."""
     checkpoint = Path(checkpoint)
-    pattern = re.compile(rf"{re.escape(checkpoint.stem)}\.epoch(\d+){re.escape(checkpoint.suffix)}")
+    pattern = re.compile(
+        rf"{re.escape(checkpoint.stem)}\.epoch(\d+){re.escape(checkpoint.suffix)}"
+    )
     if not checkpoint.parent.is_dir():
         return {}
-    return {int(m[1]): p for p in checkpoint.parent.iterdir() if (m := pattern.fullmatch(p.name))}
+    return {
+        int(m[1]): p
+        for p in checkpoint.parent.iterdir()
+        if (m := pattern.fullmatch(p.name))
+    }
 
 
 def keep_epoch(checkpoint, epoch: int, keep: int) -> Path:
-    """Keep the checkpoint just written at the end of `epoch` beside it, and only the last `keep` of
-    those. A hard link costs no disk until the next save replaces the file (`atomic_save` renames a new
-    file over it, so the link keeps this epoch's); a copy where links are not possible."""
+    """Keep the checkpoint just written at the end of `epoch` beside it, and only the
+    last `keep` of those. A hard link costs no disk until the next save replaces the
+    file (`atomic_save` renames a new file over it, so the link keeps this epoch's); a
+    copy where links are not possible.
+    """
     checkpoint, kept = Path(checkpoint), epoch_checkpoint(checkpoint, epoch)
     kept.unlink(missing_ok=True)
     try:
@@ -52,89 +79,162 @@ def keep_epoch(checkpoint, epoch: int, keep: int) -> Path:
 
 
 def add_parser(sub):
-    p = sub.add_parser("average", help="average the weights of several checkpoints of one run",
-                       description="Write one checkpoint whose weights are the mean of the given checkpoints' "
-                       "(of one run: the same model, vocabularies and data). It translates and evaluates like any "
-                       "checkpoint, and keeps the training history of the latest one, but cannot be resumed.")
-    p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="checkpoints written by train")
+    p = sub.add_parser(
+        "average",
+        help="average the weights of several checkpoints of one run",
+        description=(
+            "Write one checkpoint whose weights are the mean of the given checkpoints'"
+            " (of one run: the same model, vocabularies and data). It translates and"
+            " evaluates like any checkpoint, and keeps the training history of the"
+            " latest one, but cannot be resumed."
+        ),
+    )
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="checkpoints written by train",
+    )
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument("--ema", action="store_true", help="write instead the moving average of the weights that one "
-                   "checkpoint of a run trained with --ema holds")
+    p.add_argument(
+        "--ema",
+        action="store_true",
+        help=(
+            "write instead the moving average of the weights that one "
+            "checkpoint of a run trained with --ema holds"
+        ),
+    )
     return p
 
 
 def run_of(payload: dict) -> dict:
-    """What makes checkpoints of one run: the model, vocabularies and preprocessing, the data settings
-    (not where the file is, nor the counts a run reports), and the settings that shape its training."""
+    """What makes checkpoints of one run: the model, vocabularies and preprocessing, the
+    data settings (not where the file is, nor the counts a run reports), and the
+    settings that shape its training.
+    """
     train = {k: v for k, v in (payload.get("train") or {}).items() if k in RUN_SETTINGS}
-    return {**{k: payload.get(k) for k in SAME}, "data": split_settings(payload["data"]), "train": train}
+    return {
+        **{k: payload.get(k) for k in SAME},
+        "data": split_settings(payload["data"]),
+        "train": train,
+    }
 
 
 def average_checkpoints(paths, out) -> Path:
-    """Write to `out` the mean of the checkpoints at `paths`: `CheckpointError` if one is unusable or they
-    are not of one run, `ValueError` if one holds the same update as another or `out` is a run's own
-    checkpoint. The result keeps the latest checkpoint's (most updates) settings and history, lists
-    the updates it averages under "averaged", and holds no optimizer state. One checkpoint is in
-    memory at a time, beside the running sum."""
+    """Write to `out` the mean of the checkpoints at `paths`: `CheckpointError` if one
+    is unusable or they are not of one run, `ValueError` if one holds the same update as
+    another or `out` is a run's own checkpoint. The result keeps the latest checkpoint's
+    (most updates) settings and history, lists the updates it averages under "averaged",
+    and holds no optimizer state. One checkpoint is in memory at a time, beside the
+    running sum."""
     paths, out = [Path(p) for p in paths], Path(out)
     for i, path in enumerate(paths):
         for other in paths[:i]:
             if path.exists() and other.exists() and os.path.samefile(path, other):
-                raise ValueError(f"{path} is named twice (or is a link to {other}): it would count twice")
+                raise ValueError(
+                    f"{path} is named twice (or is a link to {other}): it would count"
+                    " twice"
+                )
         if out.exists() and path.exists() and os.path.samefile(path, out):
-            raise ValueError(f"--out {out} is one of the checkpoints to average: write the mean to another file")
+            raise ValueError(
+                f"--out {out} is one of the checkpoints to average: write the mean to"
+                " another file"
+            )
     refuse_a_runs_checkpoint(out)
     total, first, latest, steps = None, None, None, {}
     for path in paths:
         ckpt = load_checkpoint(path, device="cpu")
         if ckpt.step in steps:
-            raise ValueError(f"{path} holds the same update ({ckpt.step:,}) as {steps[ckpt.step]}: it would "
-                             "count twice")
-        if not steps or ckpt.step > max(steps):             # the latest so far: its settings and history
+            raise ValueError(
+                f"{path} holds the same update ({ckpt.step:,}) as {steps[ckpt.step]}:"
+                " it would count twice"
+            )
+        if not steps or ckpt.step > max(
+            steps
+        ):  # the latest so far: its settings and history
             latest = {k: v for k, v in ckpt.payload.items() if k != "state_dict"}
         steps[ckpt.step] = path
         if first is None:
             first = run_of(ckpt.payload)
         differ = [k for k, v in run_of(ckpt.payload).items() if v != first[k]]
         if differ:
-            raise CheckpointError(f"{path} is not of the same run as {paths[0]}: its {', '.join(differ)} differ")
+            raise CheckpointError(
+                f"{path} is not of the same run as {paths[0]}: its {', '.join(differ)}"
+                " differ"
+            )
         state = {name: t.float() for name, t in ckpt.payload["state_dict"].items()}
-        total = state if total is None else {name: total[name] + t for name, t in state.items()}
+        total = (
+            state
+            if total is None
+            else {name: total[name] + t for name, t in state.items()}
+        )
         del ckpt
-    return atomic_save(weights_only(latest, {name: t / len(paths) for name, t in total.items()}, sorted(steps)), out)
+    return atomic_save(
+        weights_only(
+            latest, {name: t / len(paths) for name, t in total.items()}, sorted(steps)
+        ),
+        out,
+    )
 
 
 def refuse_a_runs_checkpoint(out: Path):
     if out.exists() and (read_payload(out, "cpu") or {}).get("optimizer") is not None:
-        raise ValueError(f"--out {out} is a run's checkpoint, which it could no longer resume from: write the "
-                         "averaged weights to another file")
+        raise ValueError(
+            f"--out {out} is a run's checkpoint, which it could no longer resume from:"
+            " write the averaged weights to another file"
+        )
 
 
 def ema_checkpoint(path, out) -> Path:
-    """Write to `out` the moving average of the weights that the checkpoint at `path` keeps (`train --ema`), as
-    a model of its own (`weights_only`)."""
+    """Write to `out` the moving average of the weights that the checkpoint at `path`
+    keeps (`train --ema`), as a model of its own (`weights_only`)."""
     path, out = Path(path), Path(out)
-    refuse_a_runs_checkpoint(out)        # the run's own checkpoint among them: only it holds a moving average
-    payload = load_checkpoint(path, device="cpu").payload        # a usable checkpoint, or CheckpointError
+    refuse_a_runs_checkpoint(
+        out
+    )  # the run's own checkpoint among them: only it holds a moving average
+    payload = load_checkpoint(
+        path, device="cpu"
+    ).payload  # a usable checkpoint, or CheckpointError
     if payload.get("ema") is None:
-        raise ValueError(f"{path} keeps no moving average of its weights: train with --ema DECAY (e.g. 0.999)")
-    weights = {name.removeprefix("module."): t for name, t in payload["ema"].items() if name != "n_averaged"}
-    return atomic_save(weights_only(payload, weights, {"ema": payload["train"]["ema"]}), out)
+        raise ValueError(
+            f"{path} keeps no moving average of its weights: train with --ema DECAY"
+            " (e.g. 0.999)"
+        )
+    weights = {
+        name.removeprefix("module."): t
+        for name, t in payload["ema"].items()
+        if name != "n_averaged"
+    }
+    return atomic_save(
+        weights_only(payload, weights, {"ema": payload["train"]["ema"]}), out
+    )
 
 
 def weights_only(payload: dict, state_dict: dict, averaged) -> dict:
-    """A checkpoint of averaged weights: `payload`'s settings and history, no training state to resume, and
-    "averaged": what the weights average (the updates of a mean, or {"ema": decay})."""
-    return {**payload, "state_dict": state_dict, "optimizer": None, "schedule": None, "scaler": None, "ema": None,
-            "averaged": averaged}
+    """A checkpoint of averaged weights: `payload`'s settings and history, no training
+    state to resume, and "averaged": what the weights average (the updates of a mean, or
+    {"ema": decay})."""
+    return {
+        **payload,
+        "state_dict": state_dict,
+        "optimizer": None,
+        "schedule": None,
+        "scaler": None,
+        "ema": None,
+        "averaged": averaged,
+    }
 
 
 def average_command(args, parser) -> int:
     if args.ema:
         if len(args.checkpoints) != 1:
-            parser.error("average --ema takes one checkpoint, whose moving average it writes")
-        print(f"wrote the moving average of {args.checkpoints[0]}'s weights to "
-              f"{ema_checkpoint(args.checkpoints[0], args.out)}")
+            parser.error(
+                "average --ema takes one checkpoint, whose moving average it writes"
+            )
+        print(
+            f"wrote the moving average of {args.checkpoints[0]}'s weights to "
+            f"{ema_checkpoint(args.checkpoints[0], args.out)}"
+        )
         return 0
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")

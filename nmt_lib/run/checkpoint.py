@@ -1,5 +1,8 @@
-"""Checkpoints: one file with everything needed to translate with, evaluate or resume a Transformer,
-written all at once (`nmt_lib.base.cache.atomic_save`) and read without running any code."""
+"""Checkpoints: one file with everything needed to translate with, evaluate or resume a
+Transformer, written all at once (`nmt_lib.base.cache.atomic_save`) and read without
+running any code.
+"""
+
 import pickle
 import zipfile
 from dataclasses import asdict
@@ -14,42 +17,70 @@ from nmt_lib.text import Vocab
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"      # 3: the decoder depth moved from the config to the parts
+CHECKPOINT_FORMAT = (  # 3: the decoder depth moved from the config to the parts
+    "nmt-course-checkpoint/3"
+)
 
 
 class CheckpointError(ValueError):
     """A checkpoint file is missing, truncated, corrupt, or does not fit the code."""
 
 
-def save_checkpoint(path, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, *, data: dict, train=None,
-                    progress: dict | None = None, optimizer=None, schedule=None, scaler=None, ema=None) -> Path:
-    """Write everything needed to translate with, or resume, `model` into one file, atomically.
+def save_checkpoint(
+    path,
+    model: Transformer,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    *,
+    data: dict,
+    train=None,
+    progress: dict | None = None,
+    optimizer=None,
+    schedule=None,
+    scaler=None,
+    ema=None,
+) -> Path:
+    """Write everything needed to translate with, or resume, `model` into one file,
+    atomically.
 
-    `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler; `scaler` the fp16 loss
-    scaler (its scale and growth tracker), if it has one; `ema` the state of the run's moving average of the
-    weights (`train --ema`), if it keeps one. Which model it is: the config, and `parts`,
-    chapter 12's switches (None: chapter 7's Transformer)."""
+    `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler;
+    `scaler` the fp16 loss scaler (its scale and growth tracker), if it has one; `ema`
+    the state of the run's moving average of the weights (`train --ema`), if it keeps
+    one. Which model it is: the config, and `parts`, chapter 12's switches (None:
+    chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
-    return atomic_save({
-        "format": CHECKPOINT_FORMAT, "config": asdict(model.cfg), "parts": parts_state(model.parts),
-        "state_dict": model.state_dict(),
-        "src_vocab": list(src_vocab.idx_to_token), "tgt_vocab": list(tgt_vocab.idx_to_token),
-        "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
-        "data": dict(data),
-        "train": asdict(train) if train is not None else None,
-        "progress": progress, "optimizer": state(optimizer), "schedule": state(schedule), "scaler": state(scaler),
-        "ema": ema,
-    }, path)
+    return atomic_save(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "config": asdict(model.cfg),
+            "parts": parts_state(model.parts),
+            "state_dict": model.state_dict(),
+            "src_vocab": list(src_vocab.idx_to_token),
+            "tgt_vocab": list(tgt_vocab.idx_to_token),
+            "tokenizer": tokenizer_state(src_vocab, tgt_vocab),
+            "data": dict(data),
+            "train": asdict(train) if train is not None else None,
+            "progress": progress,
+            "optimizer": state(optimizer),
+            "schedule": state(schedule),
+            "scaler": state(scaler),
+            "ema": ema,
+        },
+        path,
+    )
 
 
 def parts_state(parts) -> dict | None:
-    """What a checkpoint records of a model's parts: None for chapter 7's, else `ModernParts`' switches."""
+    """What a checkpoint records of a model's parts: None for chapter 7's, else
+    `ModernParts`' switches."""
     return asdict(parts) if isinstance(parts, ModernParts) else None
 
 
 def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
-    """What rebuilds the tokenizers: their kind, whether one serves both sides, and each one's `state()`
-    under `src_` and `tgt_` (nothing for words; the SentencePiece model for subwords)."""
+    """What rebuilds the tokenizers: their kind, whether one serves both sides, and each
+    one's `state()` under `src_` and `tgt_` (nothing for words; the SentencePiece model
+    for subwords).
+    """
     state = {"kind": tgt_vocab.kind, "shared": src_vocab is tgt_vocab}
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         state.update({f"{side}_{key}": value for key, value in vocab.state().items()})
@@ -57,35 +88,56 @@ def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
 
 
 def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
-    """The checkpoint's (source, target) tokenizers, one object if they were shared; `CheckpointError`
-    if unusable."""
+    """The checkpoint's (source, target) tokenizers, one object if they were shared;
+    `CheckpointError` if unusable."""
     tokenizer = payload.get("tokenizer")
     try:
         kind = tokenizer.get("kind")
         if kind not in BY_KIND:
             raise ValueError(f"unknown tokenizer kind {kind!r}")
-        side = lambda name: {k[len(name) + 1:]: v for k, v in tokenizer.items() if k.startswith(name + "_")}
+        side = lambda name: {
+            k[len(name) + 1 :]: v
+            for k, v in tokenizer.items()
+            if k.startswith(name + "_")
+        }
         src_tokens, tgt_tokens = list(payload["src_vocab"]), list(payload["tgt_vocab"])
         src = BY_KIND[kind].from_state(src_tokens, side("src"))
-        tgt = src if tokenizer.get("shared") else BY_KIND[kind].from_state(tgt_tokens, side("tgt"))
+        tgt = (
+            src
+            if tokenizer.get("shared")
+            else BY_KIND[kind].from_state(tgt_tokens, side("tgt"))
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"{path}: its tokenizer is missing or damaged ({e})") from None
+        raise CheckpointError(
+            f"{path}: its tokenizer is missing or damaged ({e})"
+        ) from None
     if src.idx_to_token != src_tokens or tgt.idx_to_token != tgt_tokens:
-        raise CheckpointError(f"{path}: its tokenizer does not match its vocabulary (damaged?)")
+        raise CheckpointError(
+            f"{path}: its tokenizer does not match its vocabulary (damaged?)"
+        )
     return src, tgt
 
 
 class Checkpoint:
-    """A loaded checkpoint: `model` (eval mode), `src_vocab`, `tgt_vocab`, and the raw `payload`."""
+    """A loaded checkpoint: `model` (eval mode), `src_vocab`, `tgt_vocab`, and the raw
+    `payload`."""
 
     def __init__(self, model, src_vocab, tgt_vocab, payload):
-        self.model, self.src_vocab, self.tgt_vocab, self.payload = model, src_vocab, tgt_vocab, payload
-        self.parameters = sum(p.numel() for p in model.parameters())    # as trained, whatever `int8` does later
+        self.model, self.src_vocab, self.tgt_vocab, self.payload = (
+            model,
+            src_vocab,
+            tgt_vocab,
+            payload,
+        )
+        self.parameters = sum(
+            p.numel() for p in model.parameters()
+        )  # as trained, whatever `int8` does later
         self.int8 = False
 
     @property
     def prepare(self):
-        """What turns raw text into what `src_vocab` splits, for this model (`corpus.preparer`)."""
+        """What turns raw text into what `src_vocab` splits, for this model
+        (`corpus.preparer`)."""
         return preparer(self.payload["data"])
 
     @property
@@ -94,17 +146,33 @@ class Checkpoint:
 
 
 def read_payload(path: Path, device):
-    """`torch.load` with `weights_only=True`: tensors and plain containers only, so loading runs no code."""
+    """`torch.load` with `weights_only=True`: tensors and plain containers only, so
+    loading runs no code."""
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as e:
-        if "global" in str(e).lower():          # objects that only full unpickling could rebuild
-            raise CheckpointError(f"{path} is not a safe checkpoint: it holds Python objects besides tensors and "
-                                  "plain containers, and loading it could run code") from None
-        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt, or not made by torch.save)") from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
-                              f"torch.save): {first_line(e)}") from None
+        if (
+            "global" in str(e).lower()
+        ):  # objects that only full unpickling could rebuild
+            raise CheckpointError(
+                f"{path} is not a safe checkpoint: it holds Python objects besides"
+                " tensors and plain containers, and loading it could run code"
+            ) from None
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint (corrupt, or not made by torch.save)"
+        ) from None
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        zipfile.BadZipFile,
+        ValueError,
+        KeyError,
+    ) as e:
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
+            f"torch.save): {first_line(e)}"
+        ) from None
 
 
 def first_line(e: Exception) -> str:
@@ -113,8 +181,9 @@ def first_line(e: Exception) -> str:
 
 
 def load_checkpoint(path, device=None) -> Checkpoint:
-    """Read a checkpoint safely (`weights_only=True`) onto `device` (default: `default_device()`, which
-    `NMT_DEVICE` overrides); raise `CheckpointError` saying what is wrong."""
+    """Read a checkpoint safely (`weights_only=True`) onto `device` (default:
+    `default_device()`, which `NMT_DEVICE` overrides); raise `CheckpointError` saying
+    what is wrong."""
     path = Path(path)
     device = default_device() if device is None else device
     if not path.is_file():
@@ -123,14 +192,25 @@ def load_checkpoint(path, device=None) -> Checkpoint:
 
 
 def checkpoint_from(payload, path, device) -> Checkpoint:
-    """A `Checkpoint` from a payload read from `path` (a checkpoint file, or a published model's folder)."""
+    """A `Checkpoint` from a payload read from `path` (a checkpoint file, or a published
+    model's folder)."""
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        if isinstance(found, str) and found.startswith(CHECKPOINT_FORMAT.split("/")[0] + "/"):
-            raise CheckpointError(f"{path} was written by an older version of the course (format {found!r}, this "
-                                  f"one reads {CHECKPOINT_FORMAT!r}): train it again")
-        raise CheckpointError(f"{path} is not a course checkpoint: format {found!r}, "
-                              f"expected {CHECKPOINT_FORMAT!r}")
+        found = (
+            payload.get("format")
+            if isinstance(payload, dict)
+            else type(payload).__name__
+        )
+        if isinstance(found, str) and found.startswith(
+            CHECKPOINT_FORMAT.split("/")[0] + "/"
+        ):
+            raise CheckpointError(
+                f"{path} was written by an older version of the course (format"
+                f" {found!r}, this one reads {CHECKPOINT_FORMAT!r}): train it again"
+            )
+        raise CheckpointError(
+            f"{path} is not a course checkpoint: format {found!r}, "
+            f"expected {CHECKPOINT_FORMAT!r}"
+        )
     try:
         parts = ModernParts(**payload["parts"]) if payload.get("parts") else None
         cfg = TransformerConfig(**payload["config"])
@@ -142,6 +222,8 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
     try:
         model.load_state_dict(payload["state_dict"])
     except (RuntimeError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{path}: the weights do not fit the model its config describes "
-                              f"({first_line(e)})") from None
+        raise CheckpointError(
+            f"{path}: the weights do not fit the model its config describes "
+            f"({first_line(e)})"
+        ) from None
     return Checkpoint(model.to(device).eval(), src_vocab, tgt_vocab, payload)

@@ -1,7 +1,9 @@
 """`python -m nmt_lib train|translate|evaluate|average`: the command-line tools. Their
 options are built from the settings dataclasses (`TransformerConfig`, `RunSettings`,
 `CorpusSettings`), so `--help` and the code share one set of defaults; the tools switch
-chapter 10's speed-ups on. `train` lives in `nmt_lib.run.trainer`, imported for it alone."""
+chapter 10's speed-ups on. `train` lives in `nmt_lib.run.trainer`, imported for it
+alone.
+"""
 
 import argparse
 import shlex
@@ -33,74 +35,165 @@ from nmt_lib.transformer import TransformerConfig
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m nmt_lib",
-        description="Train, use and evaluate the course's Transformer translator.")
-    sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{train,translate,evaluate,average}")
+        description="Train, use and evaluate the course's Transformer translator.",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{train,translate,evaluate,average}"
+    )
     positive = number(int, minimum=1)
-    t = sub.add_parser("train", help="train a Transformer on a tab-separated corpus",
-                       description="Train on the train split of a TSV corpus "
-                       "(source<TAB>target per line).")
+    t = sub.add_parser(
+        "train",
+        help="train a Transformer on a tab-separated corpus",
+        description=(
+            "Train on the train split of a TSV corpus (source<TAB>target per line)."
+        ),
+    )
     t.add_argument("--out", required=True, help="checkpoint file to write")
-    t.add_argument("--resume", action="store_true", help="continue the run saved in "
-                   "--out with its model, data and training settings; only --epochs, "
-                   "--max-steps, --time-limit, --checkpoint-every, --keep-last, "
-                   "--precision, --threads, --device and --progress may differ, and "
-                   "--data may say where the corpus is now")
-    t.add_argument("--data-changed-ok", action="store_true", help="resume even if the "
-                   "corpus file differs from the one the run started on (its held-out "
-                   "split may then hold training sentences)")
-    t.add_argument("--progress", choices=PROGRESS, default="auto", help="auto: a bar "
-                   "in a terminal, a line every 30 s in a log file (auto)")
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help=(
+            "continue the run saved in "
+            "--out with its model, data and training settings; only --epochs, "
+            "--max-steps, --time-limit, --checkpoint-every, --keep-last, "
+            "--precision, --threads, --device and --progress may differ, and "
+            "--data may say where the corpus is now"
+        ),
+    )
+    t.add_argument(
+        "--data-changed-ok",
+        action="store_true",
+        help=(
+            "resume even if the "
+            "corpus file differs from the one the run started on (its held-out "
+            "split may then hold training sentences)"
+        ),
+    )
+    t.add_argument(
+        "--progress",
+        choices=PROGRESS,
+        default="auto",
+        help="auto: a bar in a terminal, a line every 30 s in a log file (auto)",
+    )
     add_settings(t, CorpusSettings)
     add_settings(t, TransformerConfig, FAST)
     add_settings(t, ModernParts)
     add_settings(t, RunSettings, FAST)
 
-    tr = sub.add_parser("translate", help="translate English lines from stdin to "
-                        "French on stdout", description="Read raw sentences on stdin, "
-                        "one per line; write one translation per line.")
-    ev = sub.add_parser("evaluate", help="sacreBLEU on the held-out test split",
-                        description="Translate the held-out split the data settings "
-                        "define (or, with --test, a public test set) and score it with "
-                        "sacreBLEU (lowercase when the model lowercases).")
+    tr = sub.add_parser(
+        "translate",
+        help="translate English lines from stdin to French on stdout",
+        description=(
+            "Read raw sentences on stdin, one per line; write one translation per line."
+        ),
+    )
+    ev = sub.add_parser(
+        "evaluate",
+        help="sacreBLEU on the held-out test split",
+        description=(
+            "Translate the held-out split the data settings "
+            "define (or, with --test, a public test set) and score it with "
+            "sacreBLEU (lowercase when the model lowercases)."
+        ),
+    )
     for p in (tr, ev):
         model = p.add_mutually_exclusive_group(required=True)
         model.add_argument("--checkpoint", help="checkpoint written by train")
-        model.add_argument("--model", help="a published model: 'published' (the "
-                           "course's), or its folder")
-        p.add_argument("--beam", type=positive, default=1,
-                       help="beam size, 1 for greedy (1)")
-        p.add_argument("--length-penalty", type=number(float, minimum=0), default=1.0,
-                       metavar="ALPHA", help="with --beam: a hypothesis scores its "
-                       "log-probability / length ** ALPHA (1.0)")
-        p.add_argument("--batch-size", type=positive, default=64,
-                       help="sentences decoded together (64)")
-        p.add_argument("--int8", action="store_true", help="linear layers in int8 on "
-                       "the CPU: about twice the speed, for the BLEU the Benchmarks "
-                       "page measures")
-    tr.add_argument("--tokenized", action="store_true",
-                    help="print tokens as the model writes them")
-    ev.add_argument("--data", help="where the corpus is now, if it moved since training")
-    ev.add_argument("--data-changed-ok", action="store_true", help="evaluate even if "
-                    "the corpus file differs from the one the model was trained on")
-    ev.add_argument("--split", choices=["test", "valid"],
-                    help="the corpus's held-out split to score (test)")
-    ev.add_argument("--test", choices=TEST_SETS, help="score on a public test set "
-                    "instead of the corpus's held-out split, with sacreBLEU's defaults "
-                    "(case-sensitive, one reference per line): tatoeba, the Tatoeba "
-                    "Translation Challenge's English-French test, v2021-08-07")
-    ev.add_argument("--overlap-ok", action="store_true", help="with --test: score a "
-                    "model trained without --exclude for that test set anyway")
-    ev.add_argument("--limit", type=positive, help="only the first N distinct sentences")
-    ev.add_argument("--record", metavar="FILE", help="also write the scores, with the "
-                    "model, data and training they belong to and the machine, as JSON "
-                    "to FILE (the book's results are rendered from these)")
+        model.add_argument(
+            "--model",
+            help="a published model: 'published' (the course's), or its folder",
+        )
+        p.add_argument(
+            "--beam", type=positive, default=1, help="beam size, 1 for greedy (1)"
+        )
+        p.add_argument(
+            "--length-penalty",
+            type=number(float, minimum=0),
+            default=1.0,
+            metavar="ALPHA",
+            help=(
+                "with --beam: a hypothesis scores its "
+                "log-probability / length ** ALPHA (1.0)"
+            ),
+        )
+        p.add_argument(
+            "--batch-size",
+            type=positive,
+            default=64,
+            help="sentences decoded together (64)",
+        )
+        p.add_argument(
+            "--int8",
+            action="store_true",
+            help=(
+                "linear layers in int8 on "
+                "the CPU: about twice the speed, for the BLEU the Benchmarks "
+                "page measures"
+            ),
+        )
+    tr.add_argument(
+        "--tokenized", action="store_true", help="print tokens as the model writes them"
+    )
+    ev.add_argument(
+        "--data", help="where the corpus is now, if it moved since training"
+    )
+    ev.add_argument(
+        "--data-changed-ok",
+        action="store_true",
+        help=(
+            "evaluate even if "
+            "the corpus file differs from the one the model was trained on"
+        ),
+    )
+    ev.add_argument(
+        "--split",
+        choices=["test", "valid"],
+        help="the corpus's held-out split to score (test)",
+    )
+    ev.add_argument(
+        "--test",
+        choices=TEST_SETS,
+        help=(
+            "score on a public test set "
+            "instead of the corpus's held-out split, with sacreBLEU's defaults "
+            "(case-sensitive, one reference per line): tatoeba, the Tatoeba "
+            "Translation Challenge's English-French test, v2021-08-07"
+        ),
+    )
+    ev.add_argument(
+        "--overlap-ok",
+        action="store_true",
+        help=(
+            "with --test: score a "
+            "model trained without --exclude for that test set anyway"
+        ),
+    )
+    ev.add_argument(
+        "--limit", type=positive, help="only the first N distinct sentences"
+    )
+    ev.add_argument(
+        "--record",
+        metavar="FILE",
+        help=(
+            "also write the scores, with the "
+            "model, data and training they belong to and the machine, as JSON "
+            "to FILE (the book's results are rendered from these)"
+        ),
+    )
     average.add_parser(sub)
     for p in (t, tr, ev):
-        p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: "
-                       "$NMT_DEVICE, else a GPU if there is one)")
-        p.add_argument("--threads", type=positive, help="CPU threads for PyTorch "
-                       "(default: $NMT_THREADS, else all cores)")
+        p.add_argument(
+            "--device",
+            help=(
+                "cpu, cuda, cuda:N or mps (default: "
+                "$NMT_DEVICE, else a GPU if there is one)"
+            ),
+        )
+        p.add_argument(
+            "--threads",
+            type=positive,
+            help="CPU threads for PyTorch (default: $NMT_THREADS, else all cores)",
+        )
     return parser
 
 
@@ -124,9 +217,16 @@ def translate_command(args, parser) -> int:
     warn = lambda message: sys.stderr.write(f"{parser.prog} translate: {message}\n")
     done = 0
     for lines in stdin_batches():
-        out = translate_lines(ckpt, lines, beam=args.beam, alpha=args.length_penalty,
-                              batch_size=args.batch_size, tokenized=args.tokenized,
-                              first=done + 1, warn=warn)
+        out = translate_lines(
+            ckpt,
+            lines,
+            beam=args.beam,
+            alpha=args.length_penalty,
+            batch_size=args.batch_size,
+            tokenized=args.tokenized,
+            first=done + 1,
+            warn=warn,
+        )
         print("".join(text + "\n" for text in out), end="", flush=True)
         done += len(lines)
     return 0
@@ -134,18 +234,29 @@ def translate_command(args, parser) -> int:
 
 def evaluate_command(args, parser) -> int:
     if args.test and (args.split or args.data):
-        parser.error("--test scores a public test set; --split and --data choose the "
-                     "corpus's split instead")
+        parser.error(
+            "--test scores a public test set; --split and --data choose the "
+            "corpus's split instead"
+        )
     ckpt = load_model(args.checkpoint, args.model, args.device)
     ckpt = int8(ckpt) if args.int8 else ckpt
     started = time.perf_counter()
-    search = dict(beam=args.beam, alpha=args.length_penalty, limit=args.limit,
-                  batch_size=args.batch_size)
+    search = dict(
+        beam=args.beam,
+        alpha=args.length_penalty,
+        limit=args.limit,
+        batch_size=args.batch_size,
+    )
     if args.test:
         r = evaluate_public(ckpt, test=args.test, overlap_ok=args.overlap_ok, **search)
     else:
-        r = evaluate_checkpoint(ckpt, data_path=args.data, split=args.split or "test",
-                                data_changed_ok=args.data_changed_ok, **search)
+        r = evaluate_checkpoint(
+            ckpt,
+            data_path=args.data,
+            split=args.split or "test",
+            data_changed_ok=args.data_changed_ok,
+            **search,
+        )
     print("".join(line + "\n" for line in report(r)), end="", flush=True)
     if args.record:
         command = " ".join(["python -m nmt_lib", *map(shlex.quote, args.argv)])
@@ -167,20 +278,31 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "length_penalty", 1.0) != 1.0 and args.beam == 1:
-        parser.error("--length-penalty ranks the hypotheses of beam search: give "
-                     "--beam K (2 or more) too")
-    command = {"train": train_command, "translate": translate_command,
-               "evaluate": evaluate_command, "average": average.average_command}
+        parser.error(
+            "--length-penalty ranks the hypotheses of beam search: give "
+            "--beam K (2 or more) too"
+        )
+    command = {
+        "train": train_command,
+        "translate": translate_command,
+        "evaluate": evaluate_command,
+        "average": average.average_command,
+    }
     name = f"{parser.prog} {args.command}"
     try:
         device = getattr(args, "device", None)
-        args.device = parse_device(device, source="--device") if device else default_device()
+        args.device = (
+            parse_device(device, source="--device") if device else default_device()
+        )
         use_threads(getattr(args, "threads", None))
     except ValueError as e:
         parser.error(str(e))
-    with warnings.catch_warnings():  # a warning is one plain line, not a line of our source
+    with (
+        warnings.catch_warnings()
+    ):  # a warning is one plain line, not a line of our source
         warnings.showwarning = lambda message, *rest, **kw: sys.stderr.write(
-            f"{name}: warning: {message}\n")
+            f"{name}: warning: {message}\n"
+        )
         try:
             return command[args.command](args, parser)
         except BrokenPipeError:  # the reader went away (`| head`): nothing left to say

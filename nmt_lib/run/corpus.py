@@ -1,5 +1,6 @@
-"""Any parallel corpus on disk as `NMTData`, with the raw references sacreBLEU scores against, and the
-way back from the course's tokens to text."""
+"""Any parallel corpus on disk as `NMTData`, with the raw references sacreBLEU scores
+against, and the way back from the course's tokens to text."""
+
 import copy
 import re
 import sys
@@ -19,12 +20,15 @@ from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs, split_pair
 
 
 def unify_spaces(text: str) -> str:
-    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should see it, and the raw
-    text a case-keeping subword model reads."""
+    """Odd spaces made plain, runs of spaces made one: a reference as sacreBLEU should
+    see it, and the raw text a case-keeping subword model reads."""
     return " ".join(plain_spaces(text).split())
 
 
-PREPARE = {"course": preprocess, "raw": unify_spaces}    # raw text -> what the tokenizer splits
+PREPARE = {
+    "course": preprocess,
+    "raw": unify_spaces,
+}  # raw text -> what the tokenizer splits
 
 
 # The course's tokenizers, each with chapter 1's `Vocab` interface (`split`, `encode`,
@@ -36,58 +40,98 @@ BY_KIND = {cls.kind: cls for cls in TOKENIZERS.values()}  # the names checkpoint
 
 @dataclass(frozen=True)
 class CorpusSettings:
-    path: str | None = setting(None, "corpus file (source<TAB>target), or a folder with fra-eng/fra.txt "
-                               "(none: $NMT_DATA_DIR or ~/.cache/nmt_course, downloaded if missing)", flag="--data")
-    max_pairs: int | None = setting(None, "use only the first N lines of the corpus (none: all)")
-    min_freq: int = setting(2, "keep the tokens seen at least this often in the training split")
-    valid_frac: float = setting(0.05, "share of the source sentences held out for validation")
-    test_frac: float = setting(0.05, "share of the source sentences held out for the test")
+    path: str | None = setting(
+        None,
+        "corpus file (source<TAB>target), or a folder with fra-eng/fra.txt "
+        "(none: $NMT_DATA_DIR or ~/.cache/nmt_course, downloaded if missing)",
+        flag="--data",
+    )
+    max_pairs: int | None = setting(
+        None, "use only the first N lines of the corpus (none: all)"
+    )
+    min_freq: int = setting(
+        2, "keep the tokens seen at least this often in the training split"
+    )
+    valid_frac: float = setting(
+        0.05, "share of the source sentences held out for validation"
+    )
+    test_frac: float = setting(
+        0.05, "share of the source sentences held out for the test"
+    )
     seed: int = setting(0, "seed of the train/valid/test split", flag="--split-seed")
-    tokenizer: str = setting("word", "word: the words seen --min-freq times, the rest <unk>; bpe: subword pieces "
-                             "learned by SentencePiece on the training split (chapter 8b)", choices=tuple(TOKENIZERS))
-    vocab_size: int = setting(8000, "pieces in each subword vocabulary (with --tokenizer bpe)")
-    shared_vocab: bool = setting(False, "one vocabulary for both languages, learned from both sides of the "
-                                 "training split (needed by --tie-embeddings)")
-    preprocess: str = setting("course", "course: lowercase, punctuation split off (chapter 1); raw: the text as "
-                              "written, case and punctuation kept (with --tokenizer bpe)", choices=tuple(PREPARE))
-    exclude: str | None = setting(None, "tatoeba: leave out of training and validation every pair that shares "
-                                  "its English or French sentence with the public Tatoeba test set, so that a "
-                                  "model can be scored on it", choices=TEST_SETS)
+    tokenizer: str = setting(
+        "word",
+        "word: the words seen --min-freq times, the rest <unk>; bpe: subword pieces "
+        "learned by SentencePiece on the training split (chapter 8b)",
+        choices=tuple(TOKENIZERS),
+    )
+    vocab_size: int = setting(
+        8000, "pieces in each subword vocabulary (with --tokenizer bpe)"
+    )
+    shared_vocab: bool = setting(
+        False,
+        "one vocabulary for both languages, learned from both sides of the "
+        "training split (needed by --tie-embeddings)",
+    )
+    preprocess: str = setting(
+        "course",
+        "course: lowercase, punctuation split off (chapter 1); raw: the text as "
+        "written, case and punctuation kept (with --tokenizer bpe)",
+        choices=tuple(PREPARE),
+    )
+    exclude: str | None = setting(
+        None,
+        "tatoeba: leave out of training and validation every pair that shares "
+        "its English or French sentence with the public Tatoeba test set, so that a "
+        "model can be scored on it",
+        choices=TEST_SETS,
+    )
 
     def __post_init__(self):
         check_choices(self)
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
         if self.preprocess == "raw" and self.tokenizer == "word":
-            raise ValueError("preprocess 'raw' keeps punctuation on the words: it needs subwords (--tokenizer bpe)")
+            raise ValueError(
+                "preprocess 'raw' keeps punctuation on the words: it needs subwords"
+                " (--tokenizer bpe)"
+            )
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
         if self.min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {self.min_freq}")
-        if not (0 <= self.valid_frac and 0 <= self.test_frac and self.valid_frac + self.test_frac < 1):
-            raise ValueError(f"need 0 <= valid_frac, test_frac and valid_frac + test_frac < 1, "
-                             f"got {self.valid_frac} and {self.test_frac}")
+        if not (
+            0 <= self.valid_frac
+            and 0 <= self.test_frac
+            and self.valid_frac + self.test_frac < 1
+        ):
+            raise ValueError(
+                "need 0 <= valid_frac, test_frac and valid_frac + test_frac < 1, "
+                f"got {self.valid_frac} and {self.test_frac}"
+            )
 
 
 def preparer(data: dict):
-    """How a checkpoint's model wants raw text (by default, the course's preprocessing)."""
+    """How a checkpoint's model wants raw text (by default, the course's
+    preprocessing)."""
     return PREPARE[data.get("preprocess", "course")]
 
 
 def keeps_case(data: dict) -> bool:
-    """Whether a model with these data settings reads and writes text as written (`preprocess` raw), rather
-    than lowercased with punctuation split off."""
+    """Whether a model with these data settings reads and writes text as written
+    (`preprocess` raw), rather than lowercased with punctuation split off."""
     return data.get("preprocess", "course") == "raw"
 
 
 def split_settings(data: dict) -> dict:
-    """The data settings that define a run's split and vocabulary: all but where the file is and the
-    counts a run reported (a resumed run adds some)."""
+    """The data settings that define a run's split and vocabulary: all but where the
+    file is and the counts a run reported (a resumed run adds some)."""
     return {k: v for k, v in data.items() if k not in ("path", "excluded")}
 
 
 def resolve_corpus(path=None) -> Path:
-    """A TSV file as given; a folder holding `fra-eng/fra.txt` or `fra.txt`; None: the course's default."""
+    """A TSV file as given; a folder holding `fra-eng/fra.txt` or `fra.txt`; None: the
+    course's default."""
     if path is None:
         return fra_eng_path()
     path = Path(path).expanduser()
@@ -95,21 +139,28 @@ def resolve_corpus(path=None) -> Path:
         for candidate in (path / "fra-eng" / "fra.txt", path / "fra.txt"):
             if candidate.is_file():
                 return candidate
-        raise FileNotFoundError(f"{path} is a folder without fra-eng/fra.txt or fra.txt; give the corpus file itself")
+        raise FileNotFoundError(
+            f"{path} is a folder without fra-eng/fra.txt or fra.txt; give the corpus"
+            " file itself"
+        )
     if not path.is_file():
-        raise FileNotFoundError(f"corpus {path} not found (expected a file of 'source<TAB>target' lines)")
+        raise FileNotFoundError(
+            f"corpus {path} not found (expected a file of 'source<TAB>target' lines)"
+        )
     return path
 
 
 class ParallelCorpus(NMTData):
-    """`NMTData` over any `source<TAB>target` file, plus the raw references of each source sentence.
+    """`NMTData` over any `source<TAB>target` file, plus the raw references of each
+    source sentence.
 
-    `settings` are the fields of `CorpusSettings` other than the path (max_pairs, min_freq, ...).
-    `vocabularies`, a (source, target) pair a checkpoint already holds, are used instead of learning
-    them again (SentencePiece takes a minute on the whole corpus).
+    `settings` are the fields of `CorpusSettings` other than the path (max_pairs,
+    min_freq, ...). `vocabularies`, a (source, target) pair a checkpoint already holds,
+    are used instead of learning them again (SentencePiece takes a minute on the whole
+    corpus).
     """
 
-    bpe_dropout, max_len = 0.0, None               # see `with_bpe_dropout`
+    bpe_dropout, max_len = 0.0, None  # see `with_bpe_dropout`
 
     def __init__(self, path=None, *, vocabularies=None, **settings):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
@@ -120,58 +171,113 @@ class ParallelCorpus(NMTData):
         self.raw_refs = {}
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
-        # NMTData's split and vocabularies, with the test set's sentences left out in between: the vocabulary
-        # is learned from the training pairs the model will see, and from no others.
-        splits = split_pairs(clean, valid_frac=given.valid_frac, test_frac=given.test_frac, seed=given.seed)
+        # NMTData's split and vocabularies, with the test set's sentences left out in
+        # between: the vocabulary is learned from the training pairs the model will see,
+        # and from no others.
+        splits = split_pairs(
+            clean,
+            valid_frac=given.valid_frac,
+            test_frac=given.test_frac,
+            seed=given.seed,
+        )
         self.excluded = {}
         if given.exclude:
             test = read_tatoeba_test()
             overlaps = overlap_filter(test)
-            # as written, and as the model reads it (prepared: for the course's preprocessing, lowercased)
-            english, french = {prepare(s) for s, _ in test}, {prepare(t) for _, t in test}
-            banned = {c for c, (s, t) in zip(clean, raw) if overlaps(s, t) or c[0] in english or c[1] in french}
-            kept = {split: [p for p in getattr(splits, split) if p not in banned] for split in ("train", "valid")}
-            self.excluded = {split: len(getattr(splits, split)) - len(kept[split]) for split in kept}
-            in_corpus = overlap_filter(raw)                              # the other way round: test pairs seen
-            self.excluded["test_pairs_in_corpus"] = sum(in_corpus(s, t) for s, t in test)
+            # as written, and as the model reads it (prepared: for the course's
+            # preprocessing, lowercased)
+            english, french = (
+                {prepare(s) for s, _ in test},
+                {prepare(t) for _, t in test},
+            )
+            banned = {
+                c
+                for c, (s, t) in zip(clean, raw)
+                if overlaps(s, t) or c[0] in english or c[1] in french
+            }
+            kept = {
+                split: [p for p in getattr(splits, split) if p not in banned]
+                for split in ("train", "valid")
+            }
+            self.excluded = {
+                split: len(getattr(splits, split)) - len(kept[split]) for split in kept
+            }
+            in_corpus = overlap_filter(raw)  # the other way round: test pairs seen
+            self.excluded["test_pairs_in_corpus"] = sum(
+                in_corpus(s, t) for s, t in test
+            )
             as_written = {s for s, _ in raw}, {t for _, t in raw}
-            self.excluded["test_pairs_in_corpus_exactly"] = sum(s in as_written[0] or t in as_written[1]
-                                                               for s, t in test)
+            self.excluded["test_pairs_in_corpus_exactly"] = sum(
+                s in as_written[0] or t in as_written[1] for s, t in test
+            )
             self.excluded["test_pairs"] = len(test)
             splits = splits._replace(**kept)
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
         self.splits, self.seed = splits, given.seed
-        learn = "word" if given.tokenizer == "word" else partial(
-            TOKENIZERS[given.tokenizer].learn, vocab_size=given.vocab_size)
+        learn = (
+            "word"
+            if given.tokenizer == "word"
+            else partial(TOKENIZERS[given.tokenizer].learn, vocab_size=given.vocab_size)
+        )
         self.src_vocab, self.tgt_vocab = vocabularies or build_vocabs(
-            splits.train, tokenizer=learn, min_freq=given.min_freq, shared_vocab=given.shared_vocab)
-        self.settings = {**asdict(given), "path": str(self.path.resolve()), "sha1": file_sha1(self.path),
-                         "french_spacing": french_spacing([t for _, t in raw[:5000]])}
-        if self.excluded:                            # how much of the test set the corpus holds, for the record
+            splits.train,
+            tokenizer=learn,
+            min_freq=given.min_freq,
+            shared_vocab=given.shared_vocab,
+        )
+        self.settings = {
+            **asdict(given),
+            "path": str(self.path.resolve()),
+            "sha1": file_sha1(self.path),
+            "french_spacing": french_spacing([t for _, t in raw[:5000]]),
+        }
+        if self.excluded:  # how much of the test set the corpus holds, for the record
             self.settings["excluded"] = dict(self.excluded)
 
     @classmethod
-    def from_settings(cls, settings: dict, path=None, *, changed_ok: bool = False,
-                      vocabularies=None) -> "ParallelCorpus":
-        """The corpus a checkpoint was trained on (`path`, given as --data, says where the file is now).
+    def from_settings(
+        cls, settings: dict, path=None, *, changed_ok: bool = False, vocabularies=None
+    ) -> "ParallelCorpus":
+        """The corpus a checkpoint was trained on (`path`, given as --data, says where
+        the file is now).
 
-        A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split could hold
-        sentences the model was trained on."""
+        A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split
+        could hold sentences the model was trained on."""
         if path is None and not settings.get("path"):
-            raise FileNotFoundError("the checkpoint does not say which corpus the model was trained on; pass "
-                                    "--data to name it")
+            raise FileNotFoundError(
+                "the checkpoint does not say which corpus the model was trained on;"
+                " pass --data to name it"
+            )
         if path is None and not Path(settings["path"]).exists():
-            raise FileNotFoundError(f"the corpus the model was trained on, {settings['path']}, is not there any "
-                                    "more; pass --data to say where it is now")
-        keys = ("max_pairs", "min_freq", "valid_frac", "test_frac", "seed", "tokenizer", "vocab_size", "shared_vocab",
-                "exclude", "preprocess")
-        corpus = cls(path if path is not None else settings["path"], vocabularies=vocabularies,
-                     **{k: settings[k] for k in keys})
+            raise FileNotFoundError(
+                f"the corpus the model was trained on, {settings['path']}, is not there"
+                " any more; pass --data to say where it is now"
+            )
+        keys = (
+            "max_pairs",
+            "min_freq",
+            "valid_frac",
+            "test_frac",
+            "seed",
+            "tokenizer",
+            "vocab_size",
+            "shared_vocab",
+            "exclude",
+            "preprocess",
+        )
+        corpus = cls(
+            path if path is not None else settings["path"],
+            vocabularies=vocabularies,
+            **{k: settings[k] for k in keys},
+        )
         if corpus.settings["sha1"] != settings.get("sha1"):
-            what = (f"{corpus.path} differs from the file the model was trained on (SHA-1 "
-                    f"{corpus.settings['sha1'][:12]}, expected {str(settings.get('sha1'))[:12]}), so its held-out "
-                    "split may hold training sentences")
+            what = (
+                f"{corpus.path} differs from the file the model was trained on (SHA-1"
+                f" {corpus.settings['sha1'][:12]}, expected"
+                f" {str(settings.get('sha1'))[:12]}), so its held-out split may hold"
+                " training sentences"
+            )
             if not changed_ok:
                 raise ValueError(what + "; pass --data-changed-ok to go on anyway")
             sys.stderr.write(f"warning: {what}\n")
@@ -182,48 +288,92 @@ class ParallelCorpus(NMTData):
         return self
 
     def with_bpe_dropout(self, dropout: float, max_len: int) -> "ParallelCorpus":
-        """This corpus, whose training loader segments the split anew at each epoch with BPE-dropout
-        (`Resegmenting`); a pair keeps its usual pieces where the drawn ones need more than `max_len` positions."""
-        if not isinstance(self.src_vocab, SubwordVocab) or not isinstance(self.tgt_vocab, SubwordVocab):
-            raise ValueError("BPE-dropout samples subword pieces: it needs --tokenizer bpe")
+        """This corpus, whose training loader segments the split anew at each epoch with
+        BPE-dropout (`Resegmenting`); a pair keeps its usual pieces where the drawn ones
+        need more than `max_len` positions.
+        """
+        if not isinstance(self.src_vocab, SubwordVocab) or not isinstance(
+            self.tgt_vocab, SubwordVocab
+        ):
+            raise ValueError(
+                "BPE-dropout samples subword pieces: it needs --tokenizer bpe"
+            )
         other = copy.copy(self)
         other.bpe_dropout, other.max_len = dropout, max_len
         return other
 
-    def loader(self, split: str = "train", batch_size: int = 64, **kwargs) -> torch.utils.data.DataLoader:
-        """`NMTData.loader`; under BPE-dropout, the training split's has a `Resegmenting` sampler instead."""
+    def loader(
+        self, split: str = "train", batch_size: int = 64, **kwargs
+    ) -> torch.utils.data.DataLoader:
+        """`NMTData.loader`; under BPE-dropout, the training split's has a
+        `Resegmenting` sampler instead."""
         loader = super().loader(split, batch_size, **kwargs)
         if split != "train" or not self.bpe_dropout:
             return loader
         usual = loader.batch_sampler
         if not isinstance(usual, BucketSampler):
-            raise ValueError("BPE-dropout draws new lengths each epoch: it needs length-bucketed batches")
-        sampler = Resegmenting(loader.dataset, self.splits.train, self.bpe_dropout, self.max_len,
-                               batch_size=usual.batch_size, max_tokens=usual.max_tokens, shuffle=usual.shuffle,
-                               pool_batches=usual.pool // usual.batch_size, seed=usual.seed)
-        return torch.utils.data.DataLoader(loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn)
+            raise ValueError(
+                "BPE-dropout draws new lengths each epoch: it needs length-bucketed"
+                " batches"
+            )
+        sampler = Resegmenting(
+            loader.dataset,
+            self.splits.train,
+            self.bpe_dropout,
+            self.max_len,
+            batch_size=usual.batch_size,
+            max_tokens=usual.max_tokens,
+            shuffle=usual.shuffle,
+            pool_batches=usual.pool // usual.batch_size,
+            seed=usual.seed,
+        )
+        return torch.utils.data.DataLoader(
+            loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn
+        )
 
     def drop_longer_than(self, max_len: int) -> dict:
-        """Leave out of the train and valid splits every pair whose source or target, with its `<eos>` or
-        `<bos>`, needs more than `max_len` positions (the model could not read it, and the run would fail
-        at its batch, and again at every resume). Returns the number dropped from each split."""
-        fits = lambda s, t: max(len(self.src_vocab.encode(s)), len(self.tgt_vocab.encode(t))) + 1 <= max_len
-        kept = {split: [pair for pair in getattr(self.splits, split) if fits(*pair)] for split in ("train", "valid")}
-        dropped = {split: len(getattr(self.splits, split)) - len(pairs) for split, pairs in kept.items()}
+        """Leave out of the train and valid splits every pair whose source or target,
+        with its `<eos>` or `<bos>`, needs more than `max_len` positions (the model
+        could not read it, and the run would fail at its batch, and again at every
+        resume). Returns the number dropped from each split.
+        """
+        fits = lambda s, t: (
+            max(len(self.src_vocab.encode(s)), len(self.tgt_vocab.encode(t))) + 1
+            <= max_len
+        )
+        kept = {
+            split: [pair for pair in getattr(self.splits, split) if fits(*pair)]
+            for split in ("train", "valid")
+        }
+        dropped = {
+            split: len(getattr(self.splits, split)) - len(pairs)
+            for split, pairs in kept.items()
+        }
         if kept["train"] == [] and self.splits.train:
-            raise ValueError(f"every training pair is longer than max_len={max_len} positions: raise --max-len")
+            raise ValueError(
+                f"every training pair is longer than max_len={max_len} positions: raise"
+                " --max-len"
+            )
         self.splits = self.splits._replace(**kept)
         return dropped
 
 
 class Resegmenting(BucketSampler):
-    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut, `set_epoch` segments every
-    training pair anew by SentencePiece's sampling, which skips each merge with probability `dropout`, and puts
-    the pieces in `dataset` (its `src` and `tgt` lists). A pair whose drawn pieces would need more than `max_len`
-    positions, or `max_tokens`, keeps its usual ones. The seed is the epoch's, so a resumed run draws the same."""
+    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut,
+    `set_epoch` segments every training pair anew by SentencePiece's sampling, which
+    skips each merge with probability `dropout`, and puts the pieces in `dataset` (its
+    `src` and `tgt` lists). A pair whose drawn pieces would need more than `max_len`
+    positions, or `max_tokens`, keeps its usual ones. The seed is the epoch's, so a
+    resumed run draws the same.
+    """
 
     def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
-        self.dataset, self.pairs, self.dropout, self.max_len = dataset, pairs, dropout, max_len
+        self.dataset, self.pairs, self.dropout, self.max_len = (
+            dataset,
+            pairs,
+            dropout,
+            max_len,
+        )
         self.usual = dataset.src, dataset.tgt
         super().__init__(dataset.lengths(), **kwargs)
 
@@ -231,28 +381,41 @@ class Resegmenting(BucketSampler):
         import sentencepiece as spm
 
         super().set_epoch(epoch)
-        # SentencePiece's generator is the process's, seeded here; an encode on one thread draws from it in order
+        # SentencePiece's generator is the process's, seeded here; an encode on one
+        # thread draws from it in order
         spm.set_random_generator_seed(self.seed + epoch)
         self.dataset.src, self.dataset.tgt = (
-            vocab.sp.encode([pair[side] for pair in self.pairs], enable_sampling=True, alpha=self.dropout,
-                            nbest_size=-1, num_threads=1)
-            for side, vocab in enumerate((self.dataset.src_vocab, self.dataset.tgt_vocab)))
+            vocab.sp.encode(
+                [pair[side] for pair in self.pairs],
+                enable_sampling=True,
+                alpha=self.dropout,
+                nbest_size=-1,
+                num_threads=1,
+            )
+            for side, vocab in enumerate(
+                (self.dataset.src_vocab, self.dataset.tgt_vocab)
+            )
+        )
         limit = min(self.max_len, self.max_tokens or self.max_len)
         fits = [n <= limit for n in self.dataset.lengths()]
-        self.dataset.src, self.dataset.tgt = ([d if ok else u for d, u, ok in zip(drawn, usual, fits)]
-                                              for drawn, usual in zip((self.dataset.src, self.dataset.tgt), self.usual))
+        self.dataset.src, self.dataset.tgt = (
+            [d if ok else u for d, u, ok in zip(drawn, usual, fits)]
+            for drawn, usual in zip((self.dataset.src, self.dataset.tgt), self.usual)
+        )
         self.lengths = self.dataset.lengths()
 
 
 def french_spacing(targets) -> bool:
-    """True when the targets put a space before ! and ? (French typography), judged by majority."""
+    """True when the targets put a space before ! and ? (French typography), judged by
+    majority."""
     spaced = sum(len(re.findall(r"\s[!?]", t)) for t in targets)
     tight = sum(len(re.findall(r"[^\s!?][!?]", t)) for t in targets)
     return spaced > tight
 
 
 def detokenize(tokens, *, french: bool = True) -> str:
-    """Join tokens into text: no space before , and . (nor before ! and ? unless `french`)."""
+    """Join tokens into text: no space before , and . (nor before ! and ? unless
+    `french`)."""
     text = tokens if isinstance(tokens, str) else " ".join(tokens)
     marks = ",." if french else ",.!?"
     return re.sub(rf" ([{re.escape(marks)}])", r"\1", text)

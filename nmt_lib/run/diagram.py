@@ -1,8 +1,10 @@
-"""The Transformer drawn as labelled boxes, for chapter 7's figure: drawing code, not a lesson.
+"""The Transformer drawn as labelled boxes, for chapter 7's figure: drawing code, not a
+lesson.
 
-Each box names the module that computes it, read from a real model, so the figure cannot drift
-from the code.
+Each box names the module that computes it, read from a real model, so the figure cannot
+drift from the code.
 """
+
 import matplotlib.pyplot as plt
 
 

@@ -1,34 +1,45 @@
-"""A trained checkpoint at work: translating lines of text as they arrive, and scoring a held-out split
-with sacreBLEU. The command line's `translate` and `evaluate` call these functions."""
+"""A trained checkpoint at work: translating lines of text as they arrive, and scoring a
+held-out split with sacreBLEU. The command line's `translate` and `evaluate` call these
+functions."""
+
 import warnings
 from functools import partial
 
-from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer, split_settings
+from nmt_lib.run.corpus import (
+    ParallelCorpus,
+    detokenize,
+    keeps_case,
+    preparer,
+    split_settings,
+)
 from nmt_lib.decoding import beam_search, evaluate_bleu, translate
 from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.run.testsets import read_tatoeba_test
 from nmt_lib.unknowns import UNK, replace_unknowns
 
-# The command line decodes the whole corpus, whose sentences run longer than the chapters' short ones:
-# it lets a translation run to 80 tokens where the chapters stop at decoding's MAX_LEN (50).
+# The command line decodes the whole corpus, whose sentences run longer than the
+# chapters' short ones: it lets a translation run to 80 tokens where the chapters stop
+# at decoding's MAX_LEN (50).
 MAX_OUTPUT = 80
 
 
-# `translate` reads up to this many lines at once when they are waiting (a file, a pipe): `translate()` sorts them
-# by length, so each batch decodes sentences of about one length (on the Tatoeba test, 1.6-1.7 times the speed
-# of batches in input order; the Benchmarks page). A line typed at a terminal is still translated at once.
+# `translate` reads up to this many lines at once when they are waiting (a file, a
+# pipe): `translate()` sorts them by length, so each batch decodes sentences of about
+# one length (on the Tatoeba test, 1.6-1.7 times the speed of batches in input order;
+# the Benchmarks page). A line typed at a terminal is still translated at once.
 SORTED_LINES = 1024
 
 
 def int8(ckpt):
-    """`ckpt` with its model's linear layers in int8: PyTorch's dynamic quantisation stores their weights in
-    int8 and quantises the activations batch by batch. CPU only."""
+    """`ckpt` with its model's linear layers in int8: PyTorch's dynamic quantisation
+    stores their weights in int8 and quantises the activations batch by batch. CPU
+    only."""
     import torch
     from torch.ao.quantization import quantize_dynamic
 
     if next(ckpt.model.parameters()).device.type != "cpu":
         raise ValueError("--int8 runs on the CPU: add --device cpu")
-    with warnings.catch_warnings():                   # torch.ao's notice that the API moves to torchao
+    with warnings.catch_warnings():  # torch.ao's notice that the API moves to torchao
         warnings.simplefilter("ignore")
         ckpt.model = quantize_dynamic(ckpt.model, {torch.nn.Linear}, dtype=torch.qint8)
     ckpt.int8 = True
@@ -36,43 +47,79 @@ def int8(ckpt):
 
 
 def search_for(beam: int, alpha: float = 1.0):
-    """Greedy decoding for beam 1, else beam search with `beam` hypotheses, their log-probabilities divided
-    by length ** `alpha` (the length penalty: 0 favours short translations, 1 scores per token)."""
-    return greedy_decode_fast if beam == 1 else partial(beam_search, beam_size=beam, alpha=alpha)
+    """Greedy decoding for beam 1, else beam search with `beam` hypotheses, their
+    log-probabilities divided by length ** `alpha` (the length penalty: 0 favours short
+    translations, 1 scores per token).
+    """
+    return (
+        greedy_decode_fast
+        if beam == 1
+        else partial(beam_search, beam_size=beam, alpha=alpha)
+    )
 
 
-def translate_lines(ckpt, lines, *, beam: int = 1, alpha: float = 1.0, batch_size: int = 64,
-                    max_len: int = MAX_OUTPUT, tokenized: bool = False, first: int = 1,
-                    warn=None) -> list[str]:
-    """Raw sentences -> translations, exactly one line each (empty lines stay empty). A line longer
-    than the model's positions is cut to them, and `warn(message)` says which (numbered from `first`); `tokenized` writes the pieces
-    the model wrote, separated by spaces."""
+def translate_lines(
+    ckpt,
+    lines,
+    *,
+    beam: int = 1,
+    alpha: float = 1.0,
+    batch_size: int = 64,
+    max_len: int = MAX_OUTPUT,
+    tokenized: bool = False,
+    first: int = 1,
+    warn=None,
+) -> list[str]:
+    """Raw sentences -> translations, exactly one line each (empty lines stay empty). A
+    line longer than the model's positions is cut to them, and `warn(message)` says
+    which (numbered from `first`); `tokenized` writes the pieces the model wrote,
+    separated by spaces."""
     cfg, prepare = ckpt.model.cfg, preparer(ckpt.payload["data"])
     french = ckpt.payload["data"].get("french_spacing", True)
-    raw = keeps_case(ckpt.payload["data"])                         # the text as written: nothing to join up
-    max_len, max_src = min(max_len, cfg.max_len - 1), cfg.max_len - 1      # <bos>, <eos> take a position
-    lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]       # a byte-order mark is not a word
+    raw = keeps_case(ckpt.payload["data"])  # the text as written: nothing to join up
+    max_len, max_src = (
+        min(max_len, cfg.max_len - 1),
+        cfg.max_len - 1,
+    )  # <bos>, <eos> take a position
+    lines = [
+        line.rstrip("\r\n").lstrip("\ufeff") for line in lines
+    ]  # a byte-order mark is not a word
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    for i in keep if warn is not None else ():           # tokenizing to count costs time: only to warn
+    for i in (
+        keep if warn is not None else ()
+    ):  # tokenizing to count costs time: only to warn
         tokens = len(ckpt.src_vocab.split(prepare(lines[i])))
         if tokens > max_src:
-            warn(f"line {first + i:,} has {tokens:,} tokens, more than the model's {max_src:,}: "
-                 f"only its first {max_src:,} were translated")
-    with warnings.catch_warnings():                       # said above, line by line
+            warn(
+                f"line {first + i:,} has {tokens:,} tokens, more than the model's"
+                f" {max_src:,}: only its first {max_src:,} were translated"
+            )
+    with warnings.catch_warnings():  # said above, line by line
         warnings.simplefilter("ignore")
-        out = translate(ckpt.model, [lines[i] for i in keep], ckpt.src_vocab,
-                        AsPieces(ckpt.tgt_vocab) if tokenized else ckpt.tgt_vocab, max_len=max_len,
-                        max_src_len=max_src, batch_size=batch_size, search=search_for(beam, alpha), prepare=prepare)
+        out = translate(
+            ckpt.model,
+            [lines[i] for i in keep],
+            ckpt.src_vocab,
+            AsPieces(ckpt.tgt_vocab) if tokenized else ckpt.tgt_vocab,
+            max_len=max_len,
+            max_src_len=max_src,
+            batch_size=batch_size,
+            search=search_for(beam, alpha),
+            prepare=prepare,
+        )
     if not tokenized:
         out = copy_unknowns(ckpt, [prepare(lines[i]) for i in keep], out)
     result = [""] * len(lines)
     for i, text in zip(keep, out):
-        result[i] = " ".join((text if tokenized or raw else detokenize(text, french=french)).split())
+        result[i] = " ".join(
+            (text if tokenized or raw else detokenize(text, french=french)).split()
+        )
     return result
 
 
 class AsPieces:
-    """A target vocabulary that writes the tokens the model wrote, joined by spaces, instead of text."""
+    """A target vocabulary that writes the tokens the model wrote, joined by spaces,
+    instead of text."""
 
     def __init__(self, vocab):
         self.vocab = vocab
@@ -85,119 +132,236 @@ class AsPieces:
 
 
 def count_unknowns(hypotheses) -> int:
-    """`<unk>` in translations (SentencePiece writes an unknown piece as ⁇ unless told otherwise)."""
+    """`<unk>` in translations (SentencePiece writes an unknown piece as ⁇ unless told
+    otherwise)."""
     return sum(h.count(UNK) + h.count("\u2047") for h in hypotheses)
 
 
 def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
-    """Word-level output with each `<unk>` replaced by the source word it attends to most (chapter 8b);
-    subword output, which has no `<unk>` to replace, as it is."""
+    """Word-level output with each `<unk>` replaced by the source word it attends to
+    most (chapter 8b); subword output, which has no `<unk>` to replace, as it is."""
     if not ckpt.tgt_vocab.writes_unknowns or not count_unknowns(hypotheses):
         return list(hypotheses)
-    replaced = replace_unknowns(ckpt.model, [ckpt.src_vocab.split(s) for s in sources],
-                                [h.split() for h in hypotheses], ckpt.src_vocab, ckpt.tgt_vocab)
+    replaced = replace_unknowns(
+        ckpt.model,
+        [ckpt.src_vocab.split(s) for s in sources],
+        [h.split() for h in hypotheses],
+        ckpt.src_vocab,
+        ckpt.tgt_vocab,
+    )
     return [" ".join(tokens) for tokens in replaced]
 
 
-def evaluate_checkpoint(ckpt, *, data_path=None, split: str = "test", beam: int = 1, alpha: float = 1.0, limit: int | None = None,
-                        batch_size: int = 64, data_changed_ok: bool = False, corpus=None) -> dict:
-    """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a held-out split,
-    and the course's token BLEU. `corpus`, the run's `ParallelCorpus` if already built (it must hold the
-    same data settings), saves building it again when several checkpoints of one run are scored."""
-    import sacrebleu                                   # the standard BLEU; installed with the course
+def evaluate_checkpoint(
+    ckpt,
+    *,
+    data_path=None,
+    split: str = "test",
+    beam: int = 1,
+    alpha: float = 1.0,
+    limit: int | None = None,
+    batch_size: int = 64,
+    data_changed_ok: bool = False,
+    corpus=None,
+) -> dict:
+    """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a
+    held-out split, and the course's token BLEU. `corpus`, the run's `ParallelCorpus` if
+    already built (it must hold the same data settings), saves building it again when
+    several checkpoints of one run are scored.
+    """
+    import sacrebleu  # the standard BLEU; installed with the course
 
     if corpus is None:
-        corpus = ParallelCorpus.from_settings(ckpt.payload["data"], data_path, changed_ok=data_changed_ok,
-                                              vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
-    elif (ours := split_settings(corpus.settings)) != (theirs := split_settings(ckpt.payload["data"])):
-        differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
-        raise ValueError(f"the corpus given was not built with the checkpoint's data settings ({', '.join(differ)})")
+        corpus = ParallelCorpus.from_settings(
+            ckpt.payload["data"],
+            data_path,
+            changed_ok=data_changed_ok,
+            vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab),
+        )
+    elif (ours := split_settings(corpus.settings)) != (
+        theirs := split_settings(ckpt.payload["data"])
+    ):
+        differ = sorted(
+            k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)
+        )
+        raise ValueError(
+            "the corpus given was not built with the checkpoint's data settings"
+            f" ({', '.join(differ)})"
+        )
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
     pairs = getattr(corpus.splits, split)
     if not pairs:
-        raise ValueError(f"the {split} split of {corpus.path} is empty ({split}_frac="
-                         f"{corpus.settings[split + '_frac']}): there is nothing to evaluate")
+        raise ValueError(
+            f"the {split} split of {corpus.path} is empty ({split}_frac="
+            f"{corpus.settings[split + '_frac']}): there is nothing to evaluate"
+        )
     cfg = ckpt.model.cfg
     max_len = min(MAX_OUTPUT, cfg.max_len - 1)
-    with warnings.catch_warnings():                  # a source longer than the model's positions is cut to them
+    with (
+        warnings.catch_warnings()
+    ):  # a source longer than the model's positions is cut to them
         warnings.simplefilter("ignore")
-        result = evaluate_bleu(ckpt.model, pairs, ckpt.src_vocab, ckpt.tgt_vocab, limit=limit, max_len=max_len,
-                               max_src_len=cfg.max_len - 1, batch_size=batch_size, search=search_for(beam, alpha),
-                               prepare=preparer(corpus.settings))
+        result = evaluate_bleu(
+            ckpt.model,
+            pairs,
+            ckpt.src_vocab,
+            ckpt.tgt_vocab,
+            limit=limit,
+            max_len=max_len,
+            max_src_len=cfg.max_len - 1,
+            batch_size=batch_size,
+            search=search_for(beam, alpha),
+            prepare=preparer(corpus.settings),
+        )
     french, raw = corpus.settings["french_spacing"], keeps_case(corpus.settings)
     join = (lambda text: text) if raw else partial(detokenize, french=french)
     refs = [corpus.raw_refs[s] for s in result.sources]
-    streams = [[r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))]
+    streams = [
+        [r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))
+    ]
     metric = sacrebleu.BLEU(lowercase=not raw)
     unknown = count_unknowns(result.hypotheses)
     copied = unknown > 0 and ckpt.tgt_vocab.writes_unknowns
     hyps = [join(h) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     score = metric.corpus_score(hyps, streams)
-    with_unknowns = (metric.corpus_score([join(h) for h in result.hypotheses], streams).score
-                     if copied else score.score)                 # nothing was replaced: the same text
+    with_unknowns = (
+        metric.corpus_score([join(h) for h in result.hypotheses], streams).score
+        if copied
+        else score.score
+    )  # nothing was replaced: the same text
     chrf = sacrebleu.CHRF(lowercase=not raw)
-    return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": result.bleu,
-            "chrf": chrf.corpus_score(hyps, streams).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(hyps), "references": sum(map(len, refs)), "split": split, "beam": beam,
-            "alpha": alpha if beam > 1 else None,
-            "score_line": str(score), "examples": list(zip(result.sources[:5], hyps[:5])),
-            "unknown": unknown, "copied": copied,
-            "sacrebleu_with_unknowns": with_unknowns}
+    return {
+        "sacrebleu": score.score,
+        "signature": str(metric.get_signature()),
+        "token_bleu": result.bleu,
+        "chrf": chrf.corpus_score(hyps, streams).score,
+        "chrf_signature": str(chrf.get_signature()),
+        "sentences": len(hyps),
+        "references": sum(map(len, refs)),
+        "split": split,
+        "beam": beam,
+        "alpha": alpha if beam > 1 else None,
+        "score_line": str(score),
+        "examples": list(zip(result.sources[:5], hyps[:5])),
+        "unknown": unknown,
+        "copied": copied,
+        "sacrebleu_with_unknowns": with_unknowns,
+    }
 
 
-def evaluate_public(ckpt, *, test: str = "tatoeba", beam: int = 1, alpha: float = 1.0,
-                    limit: int | None = None, batch_size: int = 64, overlap_ok: bool = False) -> dict:
-    """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference per line) on the
-    public Tatoeba test set, every line translated as `translate` would: scores others publish on it."""
+def evaluate_public(
+    ckpt,
+    *,
+    test: str = "tatoeba",
+    beam: int = 1,
+    alpha: float = 1.0,
+    limit: int | None = None,
+    batch_size: int = 64,
+    overlap_ok: bool = False,
+) -> dict:
+    """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference
+    per line) on the public Tatoeba test set, every line translated as `translate`
+    would: scores others publish on it.
+    """
     import sacrebleu
 
     if ckpt.payload["data"].get("exclude") != test and not overlap_ok:
-        raise ValueError(f"this model was trained without --exclude {test}, so it may have seen test sentences "
-                         "(the corpus is a Tatoeba export): retrain with it, or pass --overlap-ok to score anyway")
+        raise ValueError(
+            f"this model was trained without --exclude {test}, so it may have seen test"
+            " sentences (the corpus is a Tatoeba export): retrain with it, or pass"
+            " --overlap-ok to score anyway"
+        )
     if not keeps_case(ckpt.payload["data"]):
-        warnings.warn("this model writes lowercase text with punctuation split off (--preprocess course); scored "
-                      "case-sensitively against references as written, it loses points for that alone")
+        warnings.warn(
+            "this model writes lowercase text with punctuation split off (--preprocess"
+            " course); scored case-sensitively against references as written, it loses"
+            " points for that alone"
+        )
     pairs = read_tatoeba_test()[:limit]
-    hyps = translate_lines(ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size)
+    hyps = translate_lines(
+        ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size
+    )
     refs = [[t for _, t in pairs]]
     metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
     score = metric.corpus_score(hyps, refs)
     unknown = count_unknowns(hyps)
-    return {"sacrebleu": score.score, "signature": str(metric.get_signature()), "token_bleu": None,
-            "chrf": chrf.corpus_score(hyps, refs).score, "chrf_signature": str(chrf.get_signature()),
-            "sentences": len(pairs), "references": len(pairs), "split": "tatoeba-test-v2021-08-07", "beam": beam,
-            "alpha": alpha if beam > 1 else None,
-            "score_line": str(score), "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
-            "unknown": unknown, "copied": False, "sacrebleu_with_unknowns": score.score, "hypotheses": hyps, "reference_lines": refs[0]}
+    return {
+        "sacrebleu": score.score,
+        "signature": str(metric.get_signature()),
+        "token_bleu": None,
+        "chrf": chrf.corpus_score(hyps, refs).score,
+        "chrf_signature": str(chrf.get_signature()),
+        "sentences": len(pairs),
+        "references": len(pairs),
+        "split": "tatoeba-test-v2021-08-07",
+        "beam": beam,
+        "alpha": alpha if beam > 1 else None,
+        "score_line": str(score),
+        "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
+        "unknown": unknown,
+        "copied": False,
+        "sacrebleu_with_unknowns": score.score,
+        "hypotheses": hyps,
+        "reference_lines": refs[0],
+    }
 
 
 def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
-    """Each sentence's BLEU counts (chapter 4a's `bleu_counts`) on sacreBLEU's 13a tokens: summed, they give
-    sacreBLEU's score, and `paired_bootstrap` draws them to put an interval on a difference of two systems."""
+    """Each sentence's BLEU counts (chapter 4a's `bleu_counts`) on sacreBLEU's 13a
+    tokens: summed, they give sacreBLEU's score, and `paired_bootstrap` draws them to
+    put an interval on a difference of two systems.
+    """
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
     from nmt_lib.metrics import bleu_counts
+
     tokenize = Tokenizer13a()
-    return [bleu_counts(tokenize(h).split(), [tokenize(r).split()]) for h, r in zip(hypotheses, references)]
+    return [
+        bleu_counts(tokenize(h).split(), [tokenize(r).split()])
+        for h, r in zip(hypotheses, references)
+    ]
 
 
 def search_name(r: dict) -> str:
-    """How a result (or its record) names its search: greedy, or the beam with its length penalty unless 1."""
-    return "greedy" if r["beam"] == 1 else f"beam {r['beam']}" + (
-        f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
+    """How a result (or its record) names its search: greedy, or the beam with its
+    length penalty unless 1."""
+    return (
+        "greedy"
+        if r["beam"] == 1
+        else f"beam {r['beam']}"
+        + (f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
+    )
 
 
 def report(r: dict) -> list[str]:
-    """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result, a line each."""
+    """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result,
+    a line each."""
     search = search_name(r)
-    what = (f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}" if r["token_bleu"] is None
-            else f"{r['split']} split: {r['sentences']:,} distinct sentences, {r['references']:,} references, "
-                 f"{search}")
-    unknown = (f"{r['unknown']:,} <unk> in the output, each replaced by the source word that the last layer's "
-               f"cross-attention weighs most (copy through attention, chapter 8b); left in, they score "
-               f"{r['sacrebleu_with_unknowns']:.2f}" if r["copied"] else f"{r['unknown']:,} <unk> in the output")
-    lines = [what, unknown, r["score_line"], f"signature: {r['signature']}",
-             f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})"]
+    what = (
+        f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}"
+        if r["token_bleu"] is None
+        else (
+            f"{r['split']} split: {r['sentences']:,} distinct sentences,"
+            f" {r['references']:,} references, {search}"
+        )
+    )
+    unknown = (
+        f"{r['unknown']:,} <unk> in the output, each replaced by the source word that"
+        " the last layer's cross-attention weighs most (copy through attention,"
+        f" chapter 8b); left in, they score {r['sacrebleu_with_unknowns']:.2f}"
+        if r["copied"]
+        else f"{r['unknown']:,} <unk> in the output"
+    )
+    lines = [
+        what,
+        unknown,
+        r["score_line"],
+        f"signature: {r['signature']}",
+        f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})",
+    ]
     if r["token_bleu"] is not None:
-        lines.append(f"course token BLEU (tokenize='none' on the course's tokens): {r['token_bleu']:.1f}")
+        lines.append(
+            "course token BLEU (tokenize='none' on the course's tokens):"
+            f" {r['token_bleu']:.1f}"
+        )
     return lines

@@ -1,8 +1,9 @@
-"""Data parallelism for the command line's trainer, tooling that chapter 10 explains: across the processes that
-torchrun starts, each process (a *rank*) computes the gradient of its share of an update's micro-batches,
-`DistributedDataParallel` sums the shares, and every rank takes the same optimizer step, so the weights stay equal
-everywhere; the ranks stop together and draw their own dropout masks. Without torchrun (one process) every
-function here is a no-op."""
+"""Data parallelism for the command line's trainer, tooling that chapter 10 explains:
+across the processes that torchrun starts, each process (a *rank*) computes the gradient
+of its share of an update's micro-batches, `DistributedDataParallel` sums the shares,
+and every rank takes the same optimizer step, so the weights stay equal everywhere; the
+ranks stop together and draw their own dropout masks. Without torchrun (one process)
+every function here is a no-op."""
 
 import hashlib
 import os
@@ -48,7 +49,9 @@ def join_process_group(device: torch.device) -> torch.device:
     elif device.type == "cpu":
         backend = "gloo"
     else:
-        raise DeviceError(f"training with torchrun runs on CUDA GPUs or on CPUs, not on {device}")
+        raise DeviceError(
+            f"training with torchrun runs on CUDA GPUs or on CPUs, not on {device}"
+        )
     if not dist.is_initialized():
         dist.init_process_group(backend)
     return device
@@ -116,13 +119,21 @@ def agree_to_stop(reason: str | None, device=None) -> str | None:
     rank, world = rank_and_world()
     if world == 1:
         return reason
-    code = 0 if reason is None else (STOP_CODES.index(reason) + 1 if reason in STOP_CODES else 3)
+    code = (
+        0
+        if reason is None
+        else (STOP_CODES.index(reason) + 1 if reason in STOP_CODES else 3)
+    )
     t = torch.tensor([code], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     agreed = int(t.item())
     if agreed == 0 or reason is not None:
         return reason
-    return STOP_CODES[agreed - 1] if agreed <= len(STOP_CODES) else "stopped on another rank"
+    return (
+        STOP_CODES[agreed - 1]
+        if agreed <= len(STOP_CODES)
+        else "stopped on another rank"
+    )
 
 
 def seed_rank(seed: int, step: int, rank: int):

@@ -1,6 +1,7 @@
 """The command line's settings: what a run adds to chapter 9's `TrainSettings`, and the
 options built from the settings dataclasses, one per field that has a help text
-(`nmt_lib.base.course.setting`), so that `--help` and the code share one set of defaults.
+(`nmt_lib.base.course.setting`), so that `--help` and the code share one set of
+defaults.
 
 A setting is checked once, where it is defined (the dataclass's `__post_init__`, and its
 `choices`); the command line only reads numbers and turns a `ValueError` into one line.
@@ -17,7 +18,11 @@ from nmt_lib.training import TrainSettings
 
 PROGRESS = ("auto", "bar", "lines", "none")  # how the trainer shows its progress
 FAST = {  # chapter 10's switches, on in the tools, and low precision where it is native
-    "fast_dropout": True, "loss": "sliced", "fused_adam": True, "precision": "auto"}
+    "fast_dropout": True,
+    "loss": "sliced",
+    "fused_adam": True,
+    "precision": "auto",
+}
 
 
 def check_choices(settings):
@@ -163,7 +168,8 @@ def add_settings(parser, cls, defaults: dict | None = None):
 
 
 def given(args, cls, defaults: dict | None = None) -> dict:
-    """The fields of `cls` the command line set, over `defaults` (field name -> value)."""
+    """The fields of `cls` the command line set, over `defaults` (field name ->
+    value)."""
     out = {f.name: defaults[f.name] for f in fields(cls) if f.name in (defaults or {})}
     for f in fields(cls):
         dest = option(f)[1]

@@ -1,10 +1,13 @@
-"""The public test set a model of the course can be compared on: the Tatoeba Translation Challenge's
-English-French test, release v2021-08-07 (12,681 pairs, CC-BY 2.0 FR, tatoeba.org contributors).
+"""The public test set a model of the course can be compared on: the Tatoeba Translation
+Challenge's English-French test, release v2021-08-07 (12,681 pairs, CC-BY 2.0 FR,
+tatoeba.org contributors).
 
-Where it is looked for, its download checked by SHA-256 (like the corpus), and the corpus pairs it rules
-out of training: the course's corpus is itself a Tatoeba export, so a model meant for this test must never
-have seen a pair that shares its English or its French sentence with a test pair.
+Where it is looked for, its download checked by SHA-256 (like the corpus), and the
+corpus pairs it rules out of training: the course's corpus is itself a Tatoeba export,
+so a model meant for this test must never have seen a pair that shares its English or
+its French sentence with a test pair.
 """
+
 import os
 import sys
 import tempfile
@@ -15,9 +18,13 @@ from nmt_lib.base.download import default_data_dir, fetch, file_sha1
 
 TATOEBA_FOLDER = "tatoeba-test"
 TATOEBA_URL = "https://raw.githubusercontent.com/Helsinki-NLP/OPUS-MT-testsets/master/testsets/eng-fra/"
-TATOEBA_FILES = {          # the two files of the OPUS-MT-testsets repository and their SHA-256
-    "tatoeba-test-v2021-08-07.eng": "714a848bd6ab4421cafd1b9b09fd26328306fab1bc8006e820fa77a8cbe57636",
-    "tatoeba-test-v2021-08-07.fra": "095313ff04016e5ddeff7557d1c5590f19724d239e424cab313b2d03ca66d365",
+TATOEBA_FILES = {  # the two files of the OPUS-MT-testsets repository and their SHA-256
+    "tatoeba-test-v2021-08-07.eng": (
+        "714a848bd6ab4421cafd1b9b09fd26328306fab1bc8006e820fa77a8cbe57636"
+    ),
+    "tatoeba-test-v2021-08-07.fra": (
+        "095313ff04016e5ddeff7557d1c5590f19724d239e424cab313b2d03ca66d365"
+    ),
 }
 TEST_SETS = ("tatoeba",)
 
@@ -26,65 +33,94 @@ def file_sha256(path) -> str:
     return file_sha1(path, "sha256")
 
 
-def download_tatoeba_test(folder, *, url: str = TATOEBA_URL, files: dict | None = None) -> Path:
-    """Fetch the two files into `folder`, each checked by SHA-256 before it is moved into place, the French
-    file last (its presence means the set is whole). A failure leaves nothing half-written."""
+def download_tatoeba_test(
+    folder, *, url: str = TATOEBA_URL, files: dict | None = None
+) -> Path:
+    """Fetch the two files into `folder`, each checked by SHA-256 before it is moved
+    into place, the French file last (its presence means the set is whole). A failure
+    leaves nothing half-written.
+    """
     folder, files = Path(folder), files or TATOEBA_FILES
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-        for name, sha256 in sorted(files.items(), key=lambda item: item[0].endswith(".fra")):
+        for name, sha256 in sorted(
+            files.items(), key=lambda item: item[0].endswith(".fra")
+        ):
             part = Path(tmp) / name
             sys.stderr.write(f"Downloading {url}{name} into {folder} ...\n")
             fetch(url + name, part)
             if file_sha256(part) != sha256:
-                raise ValueError(f"{url}{name} has SHA-256 {file_sha256(part)}, expected {sha256}: the download "
-                                 "is corrupt or not the v2021-08-07 test set; nothing was written")
+                raise ValueError(
+                    f"{url}{name} has SHA-256 {file_sha256(part)}, expected {sha256}:"
+                    " the download is corrupt or not the v2021-08-07 test set; nothing"
+                    " was written"
+                )
         for name in sorted(files, key=lambda n: n.endswith(".fra")):
             os.replace(Path(tmp) / name, folder / name)
     return folder
 
 
 def tatoeba_test_dir(data_dir=None, *, download: bool = True) -> Path:
-    """The folder holding the test set's two files: `tatoeba-test/` under the data directory
-    ($NMT_DATA_DIR, else ~/.cache/nmt_course), downloaded if it is missing."""
+    """The folder holding the test set's two files: `tatoeba-test/` under the data
+    directory ($NMT_DATA_DIR, else ~/.cache/nmt_course), downloaded if it is missing."""
     root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
     folder = root / TATOEBA_FOLDER
     if all((folder / name).is_file() for name in TATOEBA_FILES):
         return folder
-    how = (f"Download {', '.join(TATOEBA_URL + n for n in TATOEBA_FILES)} into {folder}, or set "
-           "NMT_DATA_DIR to a folder that holds tatoeba-test/.")
+    how = (
+        f"Download {', '.join(TATOEBA_URL + n for n in TATOEBA_FILES)} into {folder},"
+        " or set NMT_DATA_DIR to a folder that holds tatoeba-test/."
+    )
     if not download:
         raise FileNotFoundError(f"the Tatoeba test set is not in {folder}. {how}")
     try:
         return download_tatoeba_test(folder)
     except OSError as e:
-        raise FileNotFoundError(f"the Tatoeba test set is not in {folder} and the download failed ({e}). "
-                                f"{how}") from None
+        raise FileNotFoundError(
+            f"the Tatoeba test set is not in {folder} and the download failed ({e}). "
+            f"{how}"
+        ) from None
 
 
 def read_tatoeba_test(data_dir=None, *, download: bool = True) -> list[tuple[str, str]]:
-    """The 12,681 (English, French) test pairs as written, each file's SHA-256 checked."""
+    """The 12,681 (English, French) test pairs as written, each file's SHA-256
+    checked."""
     folder = tatoeba_test_dir(data_dir, download=download)
     sides = []
     for name, sha256 in TATOEBA_FILES.items():
         if file_sha256(folder / name) != sha256:
-            raise ValueError(f"{folder / name} is not the v2021-08-07 test file (its SHA-256 differs); "
-                             "delete it and run again to download it")
+            raise ValueError(
+                f"{folder / name} is not the v2021-08-07 test file (its SHA-256"
+                " differs); delete it and run again to download it"
+            )
         sides.append((folder / name).read_text(encoding="utf-8").split("\n"))
     english, french = (side[:-1] if side and side[-1] == "" else side for side in sides)
     if len(english) != len(french):
-        raise ValueError(f"{folder}: {len(english):,} English lines but {len(french):,} French ones")
+        raise ValueError(
+            f"{folder}: {len(english):,} English lines but {len(french):,} French ones"
+        )
     return list(zip(english, french))
 
 
 def normalise(text: str) -> str:
-    """A sentence as compared for overlap: Unicode NFC, odd spaces plain, runs of spaces one."""
-    return " ".join(unicodedata.normalize("NFC", text).replace("\u202f", " ").replace("\u00a0", " ").split())
+    """A sentence as compared for overlap: Unicode NFC, odd spaces plain, runs of spaces
+    one."""
+    return " ".join(
+        unicodedata.normalize("NFC", text)
+        .replace("\u202f", " ")
+        .replace("\u00a0", " ")
+        .split()
+    )
 
 
 def overlap_filter(test_pairs):
-    """A function telling whether a corpus pair (English, French) shares a side with a test pair, exactly
-    or after `normalise`."""
+    """A function telling whether a corpus pair (English, French) shares a side with a
+    test pair, exactly or after `normalise`."""
     english = {s for s, _ in test_pairs} | {normalise(s) for s, _ in test_pairs}
     french = {t for _, t in test_pairs} | {normalise(t) for _, t in test_pairs}
-    return lambda src, tgt: src in english or tgt in french or normalise(src) in english or normalise(tgt) in french
+    return lambda src, tgt: (
+        src in english
+        or tgt in french
+        or normalise(src) in english
+        or normalise(tgt) in french
+    )

@@ -1,13 +1,14 @@
 """`python -m nmt_lib train`: chapter 9's `fit`, with what a long run needs around it.
 
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups
-(`FastDropout`, the sliced loss, fused Adam), a moving average of the weights, a warm-down
-of the learning rate, lower precision under `torch.autocast` (with loss scaling for fp16),
-data parallelism under torchrun, a checkpoint every `checkpoint_every` updates and at each
-epoch's end, stopping cleanly on a signal or a time limit, and resuming a checkpoint bit for
-bit. `train_run` drives `fit` with them; `train_command` is the command: the settings, one
-run per checkpoint (a lock file), and Ctrl-C, SIGTERM or SIGHUP ending with a checkpoint.
-The command line imports this module for `train` alone.
+(`FastDropout`, the sliced loss, fused Adam), a moving average of the weights, a
+warm-down of the learning rate, lower precision under `torch.autocast` (with loss
+scaling for fp16), data parallelism under torchrun, a checkpoint every
+`checkpoint_every` updates and at each epoch's end, stopping cleanly on a signal or a
+time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them;
+`train_command` is the command: the settings, one run per checkpoint (a lock file), and
+Ctrl-C, SIGTERM or SIGHUP ending with a checkpoint. The command line imports this module
+for `train` alone.
 """
 
 import fcntl
@@ -68,8 +69,14 @@ from nmt_lib.transformer import Transformer, TransformerConfig
 LOG_EVERY = 30.0  # seconds between two lines of progress in a log file
 EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}  # 128 + the signal
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, ssh gone
-RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "keep_last",
-             "precision")  # what a resumed run may change
+RESUMABLE = (
+    "epochs",
+    "max_steps",
+    "time_limit",
+    "checkpoint_every",
+    "keep_last",
+    "precision",
+)  # what a resumed run may change
 
 
 def say(text: str):
@@ -104,10 +111,18 @@ def progress_bar(total: int, desc: str, mode: str = "auto", **kwargs) -> tqdm:
         mode = "auto" if in_notebook or sys.stderr.isatty() else "lines"
     if mode == "lines":
         lines = LineWriter(sys.stderr)
-        return tqdm(total=total, desc=desc, file=lines, mininterval=LOG_EVERY,
-                    ascii=True, **kwargs)
+        return tqdm(
+            total=total,
+            desc=desc,
+            file=lines,
+            mininterval=LOG_EVERY,
+            ascii=True,
+            **kwargs,
+        )
     if mode == "none" or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"):
-        kwargs["disable"] = True  # tqdm's own switch, which its notebook bar does not read
+        kwargs["disable"] = (
+            True  # tqdm's own switch, which its notebook bar does not read
+        )
     bar = auto_tqdm if mode == "auto" else tqdm
     return bar(total=total, desc=desc, file=sys.stderr, **kwargs)
 
@@ -170,31 +185,43 @@ def stop_on_signals(stop: StopRequest, announce):
 
 
 def restore(resume: dict, optimizer, schedule, scaler, ema, device) -> dict:
-    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale, moving average of the weights
-    and random-number states (the CPU's, and the GPU's on CUDA, where dropout draws); returns its progress."""
+    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale,
+    moving average of the weights and random-number states (the CPU's, and the GPU's on
+    CUDA, where dropout draws); returns its progress.
+    """
     try:
         optimizer.load_state_dict(resume["optimizer"])
         if ema is not None:
             ema.load_state_dict(resume["ema"])
         schedule.load_state_dict(resume["schedule"])
-        if scaler.is_enabled() and resume.get("scaler"):   # fp16: the loss scale and its growth tracker
+        if scaler.is_enabled() and resume.get(
+            "scaler"
+        ):  # fp16: the loss scale and its growth tracker
             scaler.load_state_dict(resume["scaler"])
         progress = resume["progress"]
-        if progress.get("rng") is not None:                 # a learner's own hook may not have saved it
-            torch.set_rng_state(progress["rng"].cpu())      # the checkpoint may have been loaded onto a GPU
+        if (
+            progress.get("rng") is not None
+        ):  # a learner's own hook may not have saved it
+            torch.set_rng_state(
+                progress["rng"].cpu()
+            )  # the checkpoint may have been loaded onto a GPU
         if device.type == "cuda" and progress.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(progress["cuda_rng"].cpu(), device)
         return progress
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-        raise CheckpointError(f"the checkpoint's training state is damaged ({first_line(e)})") from None
+        raise CheckpointError(
+            f"the checkpoint's training state is damaged ({first_line(e)})"
+        ) from None
 
 
 def sound(model, probe, settings, pad_id: int) -> bool:
-    """Whether `model` can still translate: its weights are finite, and so is its loss on `probe` (a batch)
-    in fp32. Weights that only overflow at the next forward pass would otherwise be saved as good."""
+    """Whether `model` can still translate: its weights are finite, and so is its loss
+    on `probe` (a batch) in fp32. Weights that only overflow at the next forward pass
+    would otherwise be saved as good.
+    """
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         return False
-    with torch.no_grad(), eval_mode(model):           # no dropout: no random numbers drawn
+    with torch.no_grad(), eval_mode(model):  # no dropout: no random numbers drawn
         loss, _ = batch_loss(model, probe, settings, pad_id)
     return bool(torch.isfinite(loss))
 
@@ -202,52 +229,103 @@ def sound(model, probe, settings, pad_id: int) -> bool:
 class RunHooks(Hooks):
     """`fit`'s hooks for a run of the command line (see the module's docstring)."""
 
-    def __init__(self, data, settings: RunSettings, *, resume=None, checkpoint=None, save_kwargs=None,
-                 report="auto", stop: StopRequest | None = None):
-        self.data, self.settings, self.resume, self.checkpoint = data, settings, resume, checkpoint
+    def __init__(
+        self,
+        data,
+        settings: RunSettings,
+        *,
+        resume=None,
+        checkpoint=None,
+        save_kwargs=None,
+        report="auto",
+        stop: StopRequest | None = None,
+    ):
+        self.data, self.settings, self.resume, self.checkpoint = (
+            data,
+            settings,
+            resume,
+            checkpoint,
+        )
         self.save_kwargs, self.report, self.stop = save_kwargs or {}, report, stop
-        self.rank, self.world = rank_and_world()                       # (0, 1): one process
-        self.validate = self.rank == 0                                 # rank 0 alone computes the held-out loss
-        self.saved_at = resume["progress"]["step"] if resume is not None else None  # what the file on disk holds
+        self.rank, self.world = rank_and_world()  # (0, 1): one process
+        self.validate = self.rank == 0  # rank 0 alone computes the held-out loss
+        self.saved_at = (
+            resume["progress"]["step"] if resume is not None else None
+        )  # what the file on disk holds
         self.stopped, self.start = None, time.perf_counter()
 
     def begin(self, model, settings):
         self.model, self.device = model, model_device(model)
-        self.dtype = autocast_dtype(settings.precision, self.device)   # None: fp32; weights and Adam stay fp32
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.dtype = autocast_dtype(
+            settings.precision, self.device
+        )  # None: fp32; weights and Adam stay fp32
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=self.dtype == torch.float16
+        )
         params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = paper_adam(params, lr=settings.lr_factor, fused=settings.fused_adam)
-        self.schedule = noam_schedule(self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
-        self.ema = None                 # the library's moving average: a copy of the model, lerped after each update
+        self.optimizer = paper_adam(
+            params, lr=settings.lr_factor, fused=settings.fused_adam
+        )
+        self.schedule = noam_schedule(
+            self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
+        )
+        # the library's moving average: a copy of the model, lerped after each update
+        self.ema = None
         if settings.ema:
-            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True)
+            self.ema = AveragedModel(
+                model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True
+            )
         self.progress = new_progress()
-        if self.resume is not None:     # after building the schedule, which sets the rates that loading restores
-            self.progress = restore(self.resume, self.optimizer, self.schedule, self.scaler, self.ema, self.device)
+        if (
+            self.resume is not None
+        ):  # after building the schedule, which sets the rates that loading restores
+            self.progress = restore(
+                self.resume,
+                self.optimizer,
+                self.schedule,
+                self.scaler,
+                self.ema,
+                self.device,
+            )
         if self.world > 1:
-            seed_rank(settings.seed, self.progress["step"], self.rank)  # each rank its own dropout masks
+            seed_rank(
+                settings.seed, self.progress["step"], self.rank
+            )  # each rank its own dropout masks
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
         pad_id = self.data.tgt_vocab.pad_id
-        self.objective = data_parallel(model, lambda m, batch: loss_fn(m, batch, settings, pad_id))
-        few = TranslationDataset((self.data.splits.valid or self.data.splits.train)[:8], self.data.src_vocab,
-                                 self.data.tgt_vocab)          # encode the probe's pairs only, not a whole split
+        self.objective = data_parallel(
+            model, lambda m, batch: loss_fn(m, batch, settings, pad_id)
+        )
+        few = TranslationDataset(
+            (self.data.splits.valid or self.data.splits.train)[:8],
+            self.data.src_vocab,
+            self.data.tgt_vocab,
+        )  # encode the probe's pairs only, not a whole split
         vocab = self.data.tgt_vocab
-        self.probe = collate([few[i] for i in range(len(few))], pad_id=vocab.pad_id, bos_id=vocab.bos_id,
-                             eos_id=vocab.eos_id).to(self.device)
+        self.probe = collate(
+            [few[i] for i in range(len(few))],
+            pad_id=vocab.pad_id,
+            bos_id=vocab.bos_id,
+            eos_id=vocab.eos_id,
+        ).to(self.device)
         self.spent_before = self.progress["seconds"]
         self.session = new_session(self.progress, self.device, self.world)
         return self.optimizer, self.schedule, self.progress
 
     def accumulate(self, model, micro_batches, settings, pad_id):
-        """This rank's share of the micro-batches, under autocast. DDP averages the ranks' gradients, so each
-        loss is scaled by the number of ranks to make it their sum; fp16's loss scale is taken off before `fit`
-        divides and clips."""
-        mine = micro_batches[self.rank::self.world]
+        """This rank's share of the micro-batches, under autocast. DDP averages the
+        ranks' gradients, so each loss is scaled by the number of ranks to make it their
+        sum; fp16's loss scale is taken off before `fit` divides and clips."""
+        mine = micro_batches[self.rank :: self.world]
         loss_sum, n_sum = 0.0, 0
-        for i, batch in enumerate(mine or micro_batches[:1]):    # a rank without a share joins with a zero loss
+        for i, batch in enumerate(
+            mine or micro_batches[:1]
+        ):  # a rank without a share joins with a zero loss
             batch = batch.to(self.device)
             with gradient_sync(self.objective, last=i + 1 >= len(mine)):
-                with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+                with torch.autocast(
+                    self.device.type, dtype=self.dtype, enabled=self.dtype is not None
+                ):
                     loss, n = self.objective(batch)
                 if not mine:
                     loss, n = loss * 0, 0
@@ -258,8 +336,8 @@ class RunHooks(Hooks):
         return loss_sum, int(n_sum)
 
     def update(self, params, optimizer, schedule, tokens, clip):
-        """fp16: the step goes through the loss scaler, which skips it when the scaled gradients overflowed (the
-        scale then falls, and so does the schedule's step)."""
+        """fp16: the step goes through the loss scaler, which skips it when the scaled
+        gradients overflowed (the scale then falls, and so does the schedule's step)."""
         if not self.scaler.is_enabled():
             return apply_update(params, optimizer, schedule, tokens, clip)
         for p in params:
@@ -275,13 +353,18 @@ class RunHooks(Hooks):
         optimizer.zero_grad(set_to_none=True)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        if self.settings.warmdown:        # the next update's rate: the schedule's, times what the warm-down leaves
+        if (
+            self.settings.warmdown
+        ):  # the next update's rate: the schedule's, times what the warm-down leaves
             left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
                 group["lr"] = rate * left
         if self.ema is not None:
             self.ema.update_parameters(model)
-        if self.settings.checkpoint_every and progress["step"] % self.settings.checkpoint_every == 0:
+        if (
+            self.settings.checkpoint_every
+            and progress["step"] % self.settings.checkpoint_every == 0
+        ):
             self.save()
         return self.stop_reason() is not None
 
@@ -292,9 +375,9 @@ class RunHooks(Hooks):
         return self.stop_reason() is not None
 
     def warmdown_left(self, step: int) -> float:
-        """1 until the last `warmdown` fraction of the budget, then falling linearly to 0 at its end. The budget
-        is the time limit (counting the minutes of earlier sessions; each rank takes the ranks' mean, so all
-        agree), else max_steps."""
+        """1 until the last `warmdown` fraction of the budget, then falling linearly to
+        0 at its end. The budget is the time limit (counting the minutes of earlier
+        sessions; each rank takes the ranks' mean, so all agree), else max_steps."""
         if self.settings.time_limit is not None:
             spent = self.spent_before + time.perf_counter() - self.start
             budget = self.spent_before + 60 * self.settings.time_limit
@@ -304,7 +387,7 @@ class RunHooks(Hooks):
         return min(1.0, max(0.0, (1 - done) / self.settings.warmdown))
 
     def bar(self, *, total, initial, desc, disable):
-        mode = self.report if self.rank == 0 else "none"          # rank 0 alone reports
+        mode = self.report if self.rank == 0 else "none"  # rank 0 alone reports
         return progress_bar(total, desc, mode, initial=initial, unit="batch")
 
     def say(self, line: str):
@@ -312,56 +395,114 @@ class RunHooks(Hooks):
             print(line, file=sys.stderr, flush=True)
 
     def stop_reason(self) -> str | None:
-        """Why to stop now, the same on every rank: a stop request, max_steps or the time limit."""
+        """Why to stop now, the same on every rank: a stop request, max_steps or the
+        time limit."""
         reason = None
         if self.stop is not None and self.stop.reason is not None:
             reason = self.stop.reason
-        elif self.settings.max_steps is not None and self.progress["step"] >= self.settings.max_steps:
+        elif (
+            self.settings.max_steps is not None
+            and self.progress["step"] >= self.settings.max_steps
+        ):
             reason = "max_steps"
-        elif self.settings.time_limit is not None and (time.perf_counter() - self.start) / 60 > self.settings.time_limit:
+        elif (
+            self.settings.time_limit is not None
+            and (time.perf_counter() - self.start) / 60 > self.settings.time_limit
+        ):
             reason = "time_limit"
-        self.stopped = agree_to_stop(reason, self.device)        # every rank stops at the same update
+        self.stopped = agree_to_stop(
+            reason, self.device
+        )  # every rank stops at the same update
         return self.stopped
 
     def kept(self) -> str:
         if self.saved_at is not None:
-            return f"the checkpoint {self.checkpoint} (update {self.saved_at:,}) is unaffected"
-        return "no checkpoint was written" if self.checkpoint is not None else "nothing was saved"
+            return (
+                f"the checkpoint {self.checkpoint} (update {self.saved_at:,}) is"
+                " unaffected"
+            )
+        return (
+            "no checkpoint was written"
+            if self.checkpoint is not None
+            else "nothing was saved"
+        )
 
     def save(self):
-        """The checkpoint (rank 0 writes it), unless the weights can no longer translate."""
+        """The checkpoint (rank 0 writes it), unless the weights can no longer
+        translate."""
         progress = self.progress
         if not sound(self.model, self.probe, self.settings, self.data.tgt_vocab.pad_id):
-            raise TrainingDiverged(f"the weights gave NaN or infinite values by update {progress['step']:,}, so they "
-                                   "were not saved; lower lr_factor or raise warmup")
+            raise TrainingDiverged(
+                "the weights gave NaN or infinite values by update"
+                f" {progress['step']:,}, so they were not saved; lower lr_factor or"
+                " raise warmup"
+            )
         progress["seconds"] = self.spent_before + time.perf_counter() - self.start
         close_session(progress, self.session, time.perf_counter() - self.start)
-        progress.update(rng=torch.get_rng_state(),
-                        cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+        progress.update(
+            rng=torch.get_rng_state(),
+            cuda_rng=(
+                torch.cuda.get_rng_state(self.device)
+                if self.device.type == "cuda"
+                else None
+            ),
+        )
         if self.checkpoint is not None and self.rank == 0:
-            save_checkpoint(self.checkpoint, self.model, self.data.src_vocab, self.data.tgt_vocab,
-                            train=self.settings, progress=progress, optimizer=self.optimizer,
-                            schedule=self.schedule, scaler=self.scaler if self.scaler.is_enabled() else None,
-                            ema=self.ema.state_dict() if self.ema is not None else None, **self.save_kwargs)
-        if self.checkpoint is not None:                  # every rank knows what rank 0's checkpoint holds
+            save_checkpoint(
+                self.checkpoint,
+                self.model,
+                self.data.src_vocab,
+                self.data.tgt_vocab,
+                train=self.settings,
+                progress=progress,
+                optimizer=self.optimizer,
+                schedule=self.schedule,
+                scaler=self.scaler if self.scaler.is_enabled() else None,
+                ema=self.ema.state_dict() if self.ema is not None else None,
+                **self.save_kwargs,
+            )
+        if (
+            self.checkpoint is not None
+        ):  # every rank knows what rank 0's checkpoint holds
             self.saved_at = progress["step"]
 
 
-def train_run(model, data, settings: RunSettings, *, resume: dict | None = None, checkpoint=None,
-              save_kwargs: dict | None = None, report: str = "auto", stop: StopRequest | None = None) -> dict:
-    """Train `model` with chapter 9's `fit` and the command line's hooks: from `resume` (a checkpoint's payload)
-    when given, writing `checkpoint` (a path) as it goes and when it stops. `settings.fast_dropout` swaps the
-    model's dropout layers for `FastDropout` in place. Returns the progress; `progress["stopped"]` says why it
+def train_run(
+    model,
+    data,
+    settings: RunSettings,
+    *,
+    resume: dict | None = None,
+    checkpoint=None,
+    save_kwargs: dict | None = None,
+    report: str = "auto",
+    stop: StopRequest | None = None,
+) -> dict:
+    """Train `model` with chapter 9's `fit` and the command line's hooks: from `resume`
+    (a checkpoint's payload) when given, writing `checkpoint` (a path) as it goes and
+    when it stops. `settings.fast_dropout` swaps the model's dropout layers for
+    `FastDropout` in place. Returns the progress; `progress["stopped"]` says why it
     stopped before its epochs ran out."""
     if settings.fast_dropout:
         use_fast_dropout(model)
     if settings.bpe_dropout:
         data = data.with_bpe_dropout(settings.bpe_dropout, model.cfg.max_len)
-    hooks = RunHooks(data, settings, resume=resume, checkpoint=checkpoint, save_kwargs=save_kwargs, report=report,
-                     stop=stop)
+    hooks = RunHooks(
+        data,
+        settings,
+        resume=resume,
+        checkpoint=checkpoint,
+        save_kwargs=save_kwargs,
+        report=report,
+        stop=stop,
+    )
     try:
-        if resume is not None and resume["progress"]["step"] >= (settings.max_steps or math.inf):
-            hooks.begin(model, settings)           # nothing left to train: write the checkpoint as it stands
+        if resume is not None and resume["progress"]["step"] >= (
+            settings.max_steps or math.inf
+        ):
+            hooks.begin(
+                model, settings
+            )  # nothing left to train: write the checkpoint as it stands
             progress, hooks.stopped = hooks.progress, "max_steps"
         else:
             progress = fit(model, data, settings, hooks=hooks)
@@ -370,16 +511,25 @@ def train_run(model, data, settings: RunSettings, *, resume: dict | None = None,
     except TrainingDiverged as e:
         raise TrainingDiverged(f"{e}; {hooks.kept()}.") from None
     if hooks.stopped == "time_limit" and report != "none" and hooks.rank == 0:
-        sys.stderr.write(f"time limit of {settings.time_limit} min reached at update {progress['step']:,}"
-                         + ("; resume with --resume\n" if checkpoint is not None else "\n"))
+        sys.stderr.write(
+            f"time limit of {settings.time_limit} min reached at update"
+            f" {progress['step']:,}"
+            + ("; resume with --resume\n" if checkpoint is not None else "\n")
+        )
     return progress
 
 
 def held_out_line(progress: dict, has_valid: bool) -> str:
-    """The last validation loss, and whether it is the final weights' or an earlier epoch end's."""
+    """The last validation loss, and whether it is the final weights' or an earlier
+    epoch end's."""
     history = progress["history"]
-    done = [(e, s, v) for e, s, v in zip(history["epoch"], history["epoch_step"], history["valid_loss"])
-            if v is not None]
+    done = [
+        (e, s, v)
+        for e, s, v in zip(
+            history["epoch"], history["epoch_step"], history["valid_loss"]
+        )
+        if v is not None
+    ]
     if not has_valid:
         return "no validation split"
     if not done:
@@ -387,11 +537,15 @@ def held_out_line(progress: dict, has_valid: bool) -> str:
     epoch, step, loss = done[-1]
     line = f"valid loss {loss:.3f} (perplexity {math.exp(loss):.2f})"
     if step != progress["step"]:
-        line += f" at the end of epoch {epoch} (update {step:,}); the final weights were not validated"
+        line += (
+            f" at the end of epoch {epoch} (update {step:,}); the final weights were"
+            " not validated"
+        )
     return line
 
 
-# ---- the command: `python -m nmt_lib train` ----------------------------------------------
+# ---- the command: `python -m nmt_lib train`
+# ----------------------------------------------
 
 
 def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
@@ -405,21 +559,34 @@ def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
         if settings.bpe_dropout and corpus_options.get("tokenizer") != "bpe":
-            raise ValueError("--bpe-dropout samples subword pieces: it needs --tokenizer bpe")
-        if model_options.get("tie_embeddings") and not corpus_options.get("shared_vocab"):
-            raise ValueError("--tie-embeddings needs --shared-vocab: one matrix can only "
-                             "serve one vocabulary")
+            raise ValueError(
+                "--bpe-dropout samples subword pieces: it needs --tokenizer bpe"
+            )
+        if model_options.get("tie_embeddings") and not corpus_options.get(
+            "shared_vocab"
+        ):
+            raise ValueError(
+                "--tie-embeddings needs --shared-vocab: one matrix can only "
+                "serve one vocabulary"
+            )
     except (TypeError, ValueError) as e:
         parser.error(str(e))
     return settings, model_options, corpus_options, parts
 
 
-def new_run(settings: RunSettings, model_options: dict, corpus_options: dict,
-            parts: ModernParts, device):
+def new_run(
+    settings: RunSettings,
+    model_options: dict,
+    corpus_options: dict,
+    parts: ModernParts,
+    device,
+):
     """The corpus and a fresh model for a run that starts now."""
     say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
-    cfg = TransformerConfig(len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options)
+    cfg = TransformerConfig(
+        len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options
+    )
     torch.manual_seed(settings.seed)
     model = Transformer(cfg, parts)  # initialised on the CPU: the same on any device
     return settings, corpus, model.to(device)
@@ -429,13 +596,18 @@ def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only
     RESUMABLE may)."""
     differ = []
-    for cls, stored in ((TransformerConfig, resume["config"]),
-                        (ModernParts, resume.get("parts") or {}),
-                        (RunSettings, saved_train), (CorpusSettings, resume["data"])):
+    for cls, stored in (
+        (TransformerConfig, resume["config"]),
+        (ModernParts, resume.get("parts") or {}),
+        (RunSettings, saved_train),
+        (CorpusSettings, resume["data"]),
+    ):
         for f in fields(cls):
             value = given(args, cls).get(f.name, stored.get(f.name))
             if f.name not in RESUMABLE + ("path",) and value != stored.get(f.name):
-                differ.append(f"{option(f)[0][0]} {value} (the run has {stored.get(f.name)})")
+                differ.append(
+                    f"{option(f)[0][0]} {value} (the run has {stored.get(f.name)})"
+                )
     return differ
 
 
@@ -458,21 +630,34 @@ def resumed_run(args, out: Path):
     ckpt = load_checkpoint(out, device=args.device)
     resume = ckpt.payload
     if not all(resume.get(k) for k in ("progress", "optimizer", "schedule", "train")):
-        raise CheckpointError(f"{out} holds no training state to resume from" + (
-            ": it holds averaged weights (average); resume the run's own --out"
-            if resume.get("averaged") else ""))
+        raise CheckpointError(
+            f"{out} holds no training state to resume from"
+            + (
+                ": it holds averaged weights (average); resume the run's own --out"
+                if resume.get("averaged")
+                else ""
+            )
+        )
     saved = resume["train"]
     if differ := resume_differences(args, resume, saved):
-        raise ValueError("--resume goes on with the run as it started, but these options "
-                         "differ from it: " + "; ".join(differ) + ". Leave them out, or "
-                         "start a new run with another --out")
+        raise ValueError(
+            "--resume goes on with the run as it started, but these options "
+            "differ from it: "
+            + "; ".join(differ)
+            + ". Leave them out, or start a new run with another --out"
+        )
     changes = {k: v for k, v in given(args, RunSettings).items() if k in RESUMABLE}
     settings = RunSettings(**{**saved, "time_limit": None, **changes})
-    corpus = ParallelCorpus.from_settings(resume["data"], getattr(args, "data", None),
-                                          changed_ok=args.data_changed_ok,
-                                          vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab))
-    say(f"resuming {out} at update {resume['progress']['step']:,} "
-        f"(epoch {resume['progress']['epoch']})\n")
+    corpus = ParallelCorpus.from_settings(
+        resume["data"],
+        getattr(args, "data", None),
+        changed_ok=args.data_changed_ok,
+        vocabularies=(ckpt.src_vocab, ckpt.tgt_vocab),
+    )
+    say(
+        f"resuming {out} at update {resume['progress']['step']:,} "
+        f"(epoch {resume['progress']['epoch']})\n"
+    )
     return settings, corpus, ckpt.model, resume
 
 
@@ -484,35 +669,56 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
         if out.exists() or kept_epochs(out):
             raise FileExistsError(
                 f"{out if out.exists() else min(kept_epochs(out).values())} exists; "
-                "pass --resume to continue its run, or choose another --out")
+                "pass --resume to continue its run, or choose another --out"
+            )
         settings, corpus, model = new_run(*fresh, args.device)
     if corpus.excluded:
-        say(f"left out {corpus.excluded['train']:,} training and "
+        say(
+            f"left out {corpus.excluded['train']:,} training and "
             f"{corpus.excluded['valid']:,} validation pairs that share a sentence with "
-            f"the {corpus.settings['exclude']} test set (--exclude)\n")
+            f"the {corpus.settings['exclude']} test set (--exclude)\n"
+        )
     dropped = corpus.drop_longer_than(model.cfg.max_len)
     if any(dropped.values()):
-        say(f"left out {dropped['train']:,} training and {dropped['valid']:,} validation "
-            f"pairs longer than the model's {model.cfg.max_len} positions (--max-len)\n")
+        say(
+            f"left out {dropped['train']:,} training and {dropped['valid']:,}"
+            f" validation pairs longer than the model's {model.cfg.max_len} positions"
+            " (--max-len)\n"
+        )
     dtype = autocast_dtype(settings.precision, args.device)
     rank, world = rank_and_world()
     ranks = f" in each of {world} processes (torchrun)" if world > 1 else ""
     fp = "fp32" if dtype is None else str(dtype).replace("torch.", "")
-    say(f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}"
-        f"{ranks}, computing in {fp}; checkpoint {out}\n")
+    say(
+        f"{corpus}\nTransformer: {num_parameters(model):,} parameters on {args.device}"
+        f"{ranks}, computing in {fp}; checkpoint {out}\n"
+    )
     announce = lambda name: say(
-        f"\n{name}: stopping after the update in progress, then writing {out}\n")
+        f"\n{name}: stopping after the update in progress, then writing {out}\n"
+    )
     with stop_on_signals(StopRequest(), announce) as stop:
-        progress = train_run(model, corpus, settings, resume=resume, checkpoint=out,
-                             save_kwargs={"data": corpus.settings}, report=args.progress,
-                             stop=stop)
+        progress = train_run(
+            model,
+            corpus,
+            settings,
+            resume=resume,
+            checkpoint=out,
+            save_kwargs={"data": corpus.settings},
+            report=args.progress,
+            stop=stop,
+        )
     if progress["stopped"] not in (None, "max_steps", "time_limit"):  # a signal
-        say(f"stopped by {progress['stopped']} at update {progress['step']:,}; the "
+        say(
+            f"stopped by {progress['stopped']} at update {progress['step']:,}; the "
             f"checkpoint {out} holds everything so far. Go on with: "
-            f"python -m nmt_lib train --out {out} --resume\n")
+            f"python -m nmt_lib train --out {out} --resume\n"
+        )
         return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
     if rank == 0:  # rank 0 alone validated and reports
-        print(f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} "
-              f"min; {held_out_line(progress, bool(corpus.splits.valid))}; "
-              f"checkpoint {out}", flush=True)
+        print(
+            f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} "
+            f"min; {held_out_line(progress, bool(corpus.splits.valid))}; "
+            f"checkpoint {out}",
+            flush=True,
+        )
     return 0
