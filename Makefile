@@ -16,6 +16,11 @@ STAMP := $(VENV)/.installed
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
 # The notebooks nbval runs: the chapters, the solutions (absent from the student edition) and the assignments.
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
+# The tests run in two parts: most of them, and the notebooks under nbval, in two workers
+# of one thread each, one per core (pytest-xdist; a notebook's cells stay in one worker);
+# then the few that train against the clock (`serial`), alone.
+TWO_WORKERS := -n 2 --dist loadscope
+ONE_THREAD := NMT_THREADS=1 OMP_NUM_THREADS=1
 # The hand-written Python (the lessons' modules are generated from the notebooks).
 HANDWRITTEN := nmt_lib/base nmt_lib/run nmt_lib/checks nmt_lib/__init__.py nmt_lib/__main__.py \
                grading tests tools bench experiments speedrun book/conf.py
@@ -48,7 +53,9 @@ test: $(STAMP) book slides chromium
 	$(BIN)/python tools/release.py --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check --quiet $(HANDWRITTEN)
-	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(NBVAL)
+	NMT_QUICK=1 NMT_CHROMIUM=$(CHROMIUM) $(ONE_THREAD) $(BIN)/python -m pytest $(TWO_WORKERS) \
+	  -m "not serial" tests $(NOTEBOOK_DIRS) $(NBVAL)
+	NMT_QUICK=1 $(BIN)/python -m pytest -m serial tests
 
 # make test-latest: a second environment with the newest releases (no d2l, which pins old numpy),
 # built once; the quick unit tests and the chapters under nbval run there, so every chapter also runs
@@ -57,7 +64,8 @@ test: $(STAMP) book slides chromium
 # PIP_CONSTRAINT=/dev/null: a pip configuration that caps torch at the pinned release (as these
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
-LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu sentencepiece safetensors pytest tqdm ipywidgets scipy
+LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu \
+               sentencepiece safetensors pytest pytest-xdist tqdm ipywidgets scipy
 $(LATEST)/.installed: pyproject.toml Makefile
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
@@ -66,8 +74,8 @@ $(LATEST)/.installed: pyproject.toml Makefile
 
 test-latest: $(LATEST)/.installed
 	@$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE "^(torch|numpy|pandas|matplotlib|nbval|sacrebleu|sentencepiece)=="
-	NMT_QUICK=1 $(LATEST)/bin/python -m pytest tests notebooks $(NBVAL) -m "not slow" \
-	  --ignore=tests/test_browser.py
+	NMT_QUICK=1 $(ONE_THREAD) $(LATEST)/bin/python -m pytest $(TWO_WORKERS) -m "not slow" \
+	  tests notebooks $(NBVAL) --ignore=tests/test_browser.py
 
 $(MATHJAX)/tex-chtml.js:
 	$(PYTHON) tools/fetch_static.py mathjax $(MATHJAX)

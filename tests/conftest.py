@@ -92,6 +92,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: drives a browser, starts processes or injects faults"
     )
+    config.addinivalue_line(
+        "markers", "serial: trains against the clock, so `make test` runs it alone"
+    )
 
 
 def pytest_collection_modifyitems(items):

@@ -475,6 +475,7 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_path):
     """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader,
     graded in the sandbox, one written answer graded by hand (as formgrader would),
@@ -624,6 +625,7 @@ def edited(folder, tmp_path, name, change):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize(
     "name, change, says",
     [
@@ -702,6 +704,7 @@ def test_assignment_3_s_runs_are_checked_against_its_rules(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(
     a3_runs,
 ):
@@ -741,6 +744,7 @@ def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_nothing(
     a3_runs,
 ):
