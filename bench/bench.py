@@ -99,9 +99,8 @@ D_MODEL, HEADS, D_FF, LAYERS, DROPOUT, BATCH, PAIRS, NUM_STEPS = (
     20,
 )
 DECODE_BATCH, LR = 256, 1e-4
-SETTINGS = TrainSettings(
-    label_smoothing=0.0, clip=1.0, warmup=4000
-)  # the update of `course_step`
+# the update of `course_step`
+SETTINGS = TrainSettings(label_smoothing=0.0, clip=1.0, warmup=4000)
 
 
 # --------------------------------------------------------------------------------------
@@ -311,9 +310,8 @@ def course_step(pad, dataset, c, items):
 
 
 def d2l_step(pad, dataset, clip, c, items):
-    b = collate(
-        [dataset[i] for i in items], **pad, num_steps=NUM_STEPS
-    )  # d2l: fixed num_steps padding
+    # d2l: fixed num_steps padding
+    b = collate([dataset[i] for i in items], **pad, num_steps=NUM_STEPS)
     y_hat = c.model(b.src, b.src_len, b.tgt_in)
     loss = d2l_masked_loss(y_hat, b.tgt_out, b.tgt_len)
     c.optimizer.zero_grad(set_to_none=True)
@@ -404,9 +402,8 @@ def bench_training(args, report):
         ),
     ]
     low = autocast_dtype("bf16" if args.bf16 else "auto", "cpu")
-    if (
-        low is not None
-    ):  # the same contenders again, computing in bf16 (d2l's way stays fp32)
+    # the same contenders again, computing in bf16 (d2l's way stays fp32)
+    if low is not None:
         torch.manual_seed(0)
         course16 = use_fast_dropout(Transformer(course.cfg))
         course16.load_state_dict(course.state_dict())
@@ -434,9 +431,8 @@ def bench_training(args, report):
         c.rates.clear()
     peaks = [matmul_peak()]
     for r, chunk in enumerate(rounds):
-        order = (
-            contenders if r % 2 == 0 else contenders[::-1]
-        )  # alternate who goes first
+        # alternate who goes first
+        order = contenders if r % 2 == 0 else contenders[::-1]
         for c in order:
             c.run(chunk)
         report(
@@ -892,16 +888,14 @@ def bench_cpu_translation(args, report):
         )
     torch.set_num_threads(threads)
     metric = sacrebleu.BLEU()
-    metric.corpus_score(
-        runs["sorted"]["hypotheses"], [refs]
-    )  # its signature names the references it scored
+    # its signature names the references it scored
+    metric.corpus_score(runs["sorted"]["hypotheses"], [refs])
     counts = {k: sacrebleu_counts(v["hypotheses"], refs) for k, v in runs.items()}
     for (
         k,
         c,
-    ) in (
-        counts.items()
-    ):  # chapter 4a's counts on sacreBLEU's tokens give sacreBLEU's score
+        # chapter 4a's counts on sacreBLEU's tokens give sacreBLEU's score
+    ) in counts.items():
         assert abs(bleu_from_counts(np.sum(c, axis=0)) - runs[k]["sacrebleu"]) < 0.01, k
     a, b = paired_bootstrap(counts["sorted, int8"], counts["sorted"])
     low, high = np.percentile(a - b, [2.5, 97.5])
@@ -1258,9 +1252,8 @@ def main(argv=None):
     result["tables"] = [
         {"columns": ["figure", "measured", "target"], "rows": summary_rows(result)}
     ]
-    out = write_record(
-        args.out, result
-    )  # stamped with the date, the CPU and torch's version
+    # stamped with the date, the CPU and torch's version
+    out = write_record(args.out, result)
 
     t = train
     print(
@@ -1269,9 +1262,10 @@ def main(argv=None):
         f" {t['peak_matmul_gflops']:.0f} GFLOP/s):"
     )
     print(f"{'contender':<12}{'tok/s':>10}{'MFU':>8}{'non-emb params':>16}")
+    # MFU: fp32 peak
     for name in [
         n for n in ("course", "d2l", "torch", "course_bf16", "torch_bf16") if n in t
-    ]:  # MFU: fp32 peak
+    ]:
         c = t[name]
         print(
             f"{name:<12}{c['tokens_per_sec_median']:>10,.0f}{c['mfu']:>8.1%}{c['non_embedding_parameters']:>16,}"

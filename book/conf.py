@@ -23,9 +23,8 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 html_theme = "sphinx_book_theme"
 html_title = "Attention and the Transformer"
 html_static_path = ["_static"]
-html_css_files = [
-    "course.css"
-]  # code at a size that fits 88 characters (book/course.css)
+# code at a size that fits 88 characters (book/course.css)
+html_css_files = ["course.css"]
 mathjax_path = "mathjax/tex-chtml.js"  # relative to _static: a local copy, no CDN
 html_theme_options = {
     "show_navbar_depth": 1,

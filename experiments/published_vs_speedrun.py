@@ -34,9 +34,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     use_threads(args.threads)
-    alpha = read_record("tatoeba-test-beam4")[
-        "alpha"
-    ]  # the length penalty the published model is scored at
+    # the length penalty the published model is scored at
+    alpha = read_record("tatoeba-test-beam4")["alpha"]
     scored = evaluate_public(load_published(), beam=4, alpha=alpha)
     published = {
         "beam4": {"sacrebleu": scored["sacrebleu"]},

@@ -82,9 +82,8 @@ class TaskCsv(ExportPlugin):
                     grade = gradebook.find_grade(
                         cell, notebook, assignment.name, student.id
                     )
-                    row[label(cell)] = (
-                        grade.score or 0.0
-                    )  # a written answer not graded yet: 0
+                    # a written answer not graded yet: 0
+                    row[label(cell)] = grade.score or 0.0
                     total += grade.score or 0.0
                     if grade.needs_manual_grade:
                         row["status"] = "needs manual grading"

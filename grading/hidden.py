@@ -518,9 +518,8 @@ def grade_in_sandbox(assignment: str, box) -> list[dict]:
     `box.value`) with plain data, and the graders, here, compare; assignment 3's are
     given the runs beside the notebook. The course's own implementations are absent from
     the sandbox."""
-    runs = find_runs(
-        box.notebook.parent / RUNS
-    )  # the files handed in, not the sandbox's copy
+    # the files handed in, not the sandbox's copy
+    runs = find_runs(box.notebook.parent / RUNS)
     rows = _rows(
         assignment,
         lambda task, name: _refusal_apart(task, name, box),

@@ -63,9 +63,8 @@ WITHHELD = {
     },
     "A3": {},
 }
-REFUSE_ATTENTION = {
-    "A1"
-}  # the assignments whose tasks are attention itself (A2's model may use PyTorch's)
+# the assignments whose tasks are attention itself (A2's model may use PyTorch's)
+REFUSE_ATTENTION = {"A1"}
 # Run first in the kernel: the editable install's finder would reach the repository's
 # own nmt_lib.
 PRELUDE = """import sys
@@ -308,9 +307,8 @@ class Sandbox:
             error_on_timeout=TIMED_OUT,
             resources={"metadata": {"path": str(self.folder)}},
         )
-        env = {
-            k: v for k, v in os.environ.items() if k != "PYTHONPATH"
-        }  # the repository stays off the path
+        # the repository stays off the path
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self._kernel = self._client.setup_kernel(cwd=str(self.folder), env=env)
         self._kernel.__enter__()
         for index, cell in enumerate(self._nb.cells):
@@ -343,9 +341,8 @@ class Sandbox:
         back instead), or the error it raised (`raised`).
         """
         answer = self._ask("call", name, args, kwargs)
-        for mine, after in zip(
-            args, answer["args"]
-        ):  # what the call did to the arguments it was given
+        # what the call did to the arguments it was given
+        for mine, after in zip(args, answer["args"]):
             if (
                 isinstance(mine, torch.Tensor)
                 and isinstance(after, torch.Tensor)

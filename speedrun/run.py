@@ -177,9 +177,8 @@ def run(
                     " --resume"
                 )
     scored = out
-    if (
-        average == 1 and read_payload(out, "cpu").get("ema") is not None
-    ):  # trained with --ema: the model is it
+    # trained with --ema: the model is it
+    if average == 1 and read_payload(out, "cpu").get("ema") is not None:
         scored = ema_checkpoint(out, RUNS / f"{track}-{name}.ema.pt")
     elif average > 1:
         kept = [p for _, p in sorted(kept_epochs(out).items()) if not p.samefile(out)][

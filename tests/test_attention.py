@@ -189,9 +189,8 @@ def test_multihead_paths_agree_and_padding_is_ignored():
     assert layers == [mha] and not mha.keep_weights  # switched back off
     assert weights.shape == (2, 4, 3, 5) and torch.all(weights[1, :, :, 2:] == 0)
     assert torch.allclose(fused, explicit, atol=1e-5)
-    assert torch.allclose(
-        mha(q, kv, kv, mask.unsqueeze(1)), fused
-    )  # 3-D and 4-D masks agree
+    # 3-D and 4-D masks agree
+    assert torch.allclose(mha(q, kv, kv, mask.unsqueeze(1)), fused)
     padded = torch.cat([kv, torch.randn(2, 4, 16)], dim=1)  # 4 extra padding keys
     out_padded = mha(q, padded, padded, lens_to_mask(torch.tensor([5, 2]), 9))
     assert torch.allclose(out_padded, fused, atol=1e-5)

@@ -84,9 +84,8 @@ def test_average_is_the_mean_of_the_weights_and_cannot_be_resumed(run, tmp_path)
     avg = load_checkpoint(mean, device="cpu")
     for name, t in avg.model.state_dict().items():
         torch.testing.assert_close(t, (a[name] + b[name]) / 2)
-    assert any(
-        not torch.equal(a[name], b[name]) for name in a
-    )  # two different checkpoints were averaged
+    # two different checkpoints were averaged
+    assert any(not torch.equal(a[name], b[name]) for name in a)
     assert avg.payload["optimizer"] is None and avg.payload["averaged"] == sorted(
         load_checkpoint(p, device="cpu").step for p in paths
     )
@@ -106,9 +105,8 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(
     os.link(out, tmp_path / "link.pt")
     with pytest.raises(ValueError, match="named twice.*link"):
         average_checkpoints([out, tmp_path / "link.pt"], tmp_path / "avg.pt")
-    with pytest.raises(
-        ValueError, match="holds the same update"
-    ):  # the last epoch end, saved again at the end
+    # the last epoch end, saved again at the end
+    with pytest.raises(ValueError, match="holds the same update"):
         average_checkpoints([epoch_checkpoint(out, 4), out], tmp_path / "avg.pt")
     copy = tmp_path / "copy.pt"
     copy.write_bytes(out.read_bytes())

@@ -47,9 +47,8 @@ WIDGET_NOTEBOOK = (  # ends with the translator app (nmt_lib.run.app)
 FREE_INPUT = "My sister forgot her umbrella at the station yesterday."
 
 if not Path(CHROMIUM).is_file():
-    if (
-        "NMT_CHROMIUM" in os.environ
-    ):  # make test promised a browser: its absence is a failure
+    # make test promised a browser: its absence is a failure
+    if "NMT_CHROMIUM" in os.environ:
         pytest.fail(f"Chromium not found at {CHROMIUM}", pytrace=False)
     pytest.skip(
         f"no Chromium at {CHROMIUM} (make test installs it; or set NMT_CHROMIUM)",
@@ -253,9 +252,8 @@ def run_all(page):
 
 
 def dismiss_news(page):
-    news = page.get_by_role(
-        "button", name="No", exact=True
-    )  # Lab's one-time "Jupyter news?" toast
+    # Lab's one-time "Jupyter news?" toast
+    news = page.get_by_role("button", name="No", exact=True)
     if news.count():
         news.first.click()
         expect(news).to_have_count(0)
@@ -281,9 +279,8 @@ def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(
     ):
         run_all(page)
         app = notebook.locator(".nmt-translator")
-        expect(app).to_have_count(
-            1, timeout=300_000
-        )  # quick mode trains chapter 8's models first
+        # quick mode trains chapter 8's models first
+        expect(app).to_have_count(1, timeout=300_000)
         # The app's later cells set its controls; wait for the last one (the static
         # views) and an idle kernel, so that what the test types is not interleaved with
         # Run All.
@@ -300,9 +297,8 @@ def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(
         box = app.locator(".widget-text input")
         box.fill("I am cold.")
         box.press("Enter")
-        expect(heatmap).not_to_have_attribute(
-            "src", before, timeout=60_000
-        )  # a new sentence, a new map
+        # a new sentence, a new map
+        expect(heatmap).not_to_have_attribute("src", before, timeout=60_000)
         tokens = app.locator(".nmt-token")
         expect(tokens.first).to_be_visible()
         assert tokens.count() >= 1 and "looking most at" in tokens.first.get_attribute(
@@ -383,12 +379,10 @@ def test_book_reads_offline_with_math_images_and_code_that_fits(page):
         )
         chapters_end = titles.index("10. Making it fast") + 1
         assert titles[chapters_end].startswith("11. The decoder alone"), titles
-        assert titles[chapters_end + 1].startswith("12. From 2017 to today"), (
-            titles
-        )  # then the solutions follow
-        assert (
-            titles[-1].replace("\u2019", "'") == "Teacher's guide"
-        )  # Sphinx curls the apostrophe
+        # then the solutions follow
+        assert titles[chapters_end + 1].startswith("12. From 2017 to today"), titles
+        # Sphinx curls the apostrophe
+        assert titles[-1].replace("\u2019", "'") == "Teacher's guide"
         records = [
             "Results",
             "Benchmarks",
@@ -398,9 +392,8 @@ def test_book_reads_offline_with_math_images_and_code_that_fits(page):
         ]
         assert titles[-6:-1] == records, titles  # the record pages, before the guide
         assert titles[-7].startswith("Solutions to chapter 12"), titles
-        subwords = next(
-            i for i, t in enumerate(titles) if t.startswith("8b.")
-        )  # after 8, before 9
+        # after 8, before 9
+        subwords = next(i for i, t in enumerate(titles) if t.startswith("8b."))
         assert titles[subwords - 1].startswith("8.") and titles[
             subwords + 1
         ].startswith("9."), titles
@@ -439,9 +432,8 @@ def test_book_reads_offline_with_math_images_and_code_that_fits(page):
                 f"{name}.html shows no table"
             )
         page.goto(f"{url}/command-line.html")
-        assert (
-            "SIGKILLs" in page.locator("article").inner_text()
-        )  # the soak record, rendered
+        # the soak record, rendered
+        assert "SIGKILLs" in page.locator("article").inner_text()
 
         page.goto(f"{url}/03_scoring.html")
         # MathJax (served from _static/mathjax) turns each formula into an

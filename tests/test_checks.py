@@ -240,9 +240,8 @@ def test_check_masked_cross_entropy():
     assert "padding: the loss: average over the real tokens only" in one_line(
         check_masked_cross_entropy, over_all
     )
-    pad0 = lambda logits, tgt, pad: masked_cross_entropy(
-        logits, tgt, 0
-    )  # ignores the pad id given
+    # ignores the pad id given
+    pad0 = lambda logits, tgt, pad: masked_cross_entropy(logits, tgt, 0)
     assert "pad_id 1: the loss: padding is the token pad_id, not always 0" in one_line(
         check_masked_cross_entropy, pad0
     )
@@ -444,9 +443,8 @@ def test_check_beam_step():
         in one_line(check_beam_step, no_stay)
     )
 
-    def per_beam(
-        scores, logp, finished, eos_id
-    ):  # each beam keeps its own best token only
+    # each beam keeps its own best token only
+    def per_beam(scores, logp, finished, eos_id):
         best, token = (scores.unsqueeze(-1) + logp).max(-1)
         best, order = best.sort(-1, descending=True)
         return best, order, token.gather(1, order)

@@ -37,9 +37,8 @@ def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp
     monkeypatch.setenv("NMT_QUICK", "1")  # quick mode never loads learner weights
     cache.cached_fit("toy", {"epochs": 2}, build, fit)
     assert len(calls) == 4
-    assert not [
-        p for p in tmp_path.iterdir() if p.suffix == ".tmp"
-    ]  # no temporary files left
+    # no temporary files left
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
 
 
 def test_a_classroom_run_loads_what_a_chapter_would_retrain(monkeypatch, tmp_path):
@@ -51,9 +50,8 @@ def test_a_classroom_run_loads_what_a_chapter_would_retrain(monkeypatch, tmp_pat
     fit = lambda model: calls.append(1) or {"seconds": 1.0}
     cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)  # make course, once
     monkeypatch.setenv("NMT_CLASSROOM", "1")
-    cache.cached_fit(
-        "toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False
-    )  # chapter 4b's live run
+    # chapter 4b's live run
+    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)
     assert len(calls) == 1
     monkeypatch.setenv("NMT_CLASSROOM", "0")
     cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)
@@ -70,9 +68,8 @@ def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
     path.write_bytes(path.read_bytes()[:50])  # truncated
     with pytest.warns(UserWarning, match="unusable cache file"):
         cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
-    with pytest.warns(
-        UserWarning, match="unusable cache file"
-    ):  # a model of another shape
+    # a model of another shape
+    with pytest.warns(UserWarning, match="unusable cache file"):
         cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)
 
 

@@ -31,9 +31,8 @@ def test_preprocess_matches_d2l_on_tricky_text():
         "Il fait beau\u00a0!\tÇa va.\n...Wait.\t  Hein ?\nA.B,C!D?\tÉTÉ.\n.Start\t!x"
     )
     assert T.preprocess(text) == d2l.MTFraEng._preprocess(None, text)
-    for line in text.split(
-        "\n"
-    ):  # one sentence at a time gives the same as the whole text
+    # one sentence at a time gives the same as the whole text
+    for line in text.split("\n"):
         for field in line.split("\t"):
             assert T.preprocess(field) == d2l.MTFraEng._preprocess(None, field)
 
@@ -127,9 +126,8 @@ def test_unk_rate():
 
 
 def test_split_is_deterministic_disjoint_and_complete():
-    pairs = [
-        (f"sentence {i % 300} .", f"phrase {i} .") for i in range(1200)
-    ]  # each source 4 times
+    # each source 4 times
+    pairs = [(f"sentence {i % 300} .", f"phrase {i} .") for i in range(1200)]
     a = T.split_pairs(pairs, valid_frac=0.1, test_frac=0.1)
     b = T.split_pairs(list(reversed(pairs)), valid_frac=0.1, test_frac=0.1)
     assert sorted(map(len, a)) == sorted(map(len, b)) and set(a.test) == set(b.test)
@@ -178,9 +176,8 @@ def check_batch(b: D.Batch, vocab):
     for i in range(B):
         n = int(b.tgt_len[i])
         assert b.tgt_in[i, 0] == vocab.bos_id and b.tgt_out[i, n - 1] == vocab.eos_id
-        assert torch.equal(
-            b.tgt_in[i, 1:n], b.tgt_out[i, : n - 1]
-        )  # teacher forcing shift
+        # teacher forcing shift
+        assert torch.equal(b.tgt_in[i, 1:n], b.tgt_out[i, : n - 1])
         assert (b.tgt_out[i, n:] == vocab.pad_id).all() and (
             b.tgt_in[i, n:] == vocab.pad_id
         ).all()
@@ -248,9 +245,8 @@ def test_loaders_both_ways_and_padding_fraction():
         for b in batches:
             check_batch(b, ds.tgt_vocab)
     fixed = D.padding_fraction(D.make_loader(ds, 4, bucketed=False, num_steps=8))
-    assert fixed["tgt"] == pytest.approx(
-        1 - (4 + 6 + 3 + 3) / 32
-    )  # targets + <eos> in 4 x 8 slots
+    # targets + <eos> in 4 x 8 slots
+    assert fixed["tgt"] == pytest.approx(1 - (4 + 6 + 3 + 3) / 32)
     assert D.padding_fraction(D.make_loader(ds, 4))["tgt"] < fixed["tgt"]
 
 
@@ -277,18 +273,16 @@ def test_sequence_iterators():
         assert X.shape == Y.shape == (4, 5) and torch.equal(Y, X + 1)
         assert (X[:, 1:] - X[:, :-1] == 1).all()
         seen += X[:, 0].tolist()
-    assert len(seen) == len(set(seen)) and all(
-        (a - seen[0]) % 5 == 0 for a in seen
-    )  # non-overlapping
+    # non-overlapping
+    assert len(seen) == len(set(seen)) and all((a - seen[0]) % 5 == 0 for a in seen)
     prev = None
     for X, Y in D.seq_data_iter_sequential(
         corpus, batch_size=4, num_steps=5, generator=gen
     ):
         assert X.shape == (4, 5) and torch.equal(Y, X + 1)
         if prev is not None:
-            assert torch.equal(
-                X[:, 0], prev[:, -1] + 1
-            )  # each row continues the previous batch
+            # each row continues the previous batch
+            assert torch.equal(X[:, 0], prev[:, -1] + 1)
         prev = X
 
 
@@ -305,6 +299,5 @@ def test_a_stream_too_short_for_one_window_gets_a_clear_error():
     for it in (D.seq_data_iter_random, D.seq_data_iter_sequential):
         with pytest.raises(ValueError, match="at least 2 \\* num_steps"):
             list(it([], batch_size=2, num_steps=3))
-        assert (
-            len(list(it(range(6), batch_size=1, num_steps=3))) >= 1
-        )  # the smallest stream that works
+        # the smallest stream that works
+        assert len(list(it(range(6), batch_size=1, num_steps=3))) >= 1

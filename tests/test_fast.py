@@ -28,9 +28,8 @@ def test_fast_dropout_keeps_exactly_the_lanes_at_or_above_the_threshold(p):
     )
     lanes = words.view(torch.int16)[: x.numel()].view(x.shape).long()
     threshold = drop.drop_levels - FastDropout.LEVELS // 2
-    assert (lanes == threshold).any() and (
-        lanes == threshold - 1
-    ).any()  # the boundary is in the sample
+    # the boundary is in the sample
+    assert (lanes == threshold).any() and (lanes == threshold - 1).any()
     scale = FastDropout.LEVELS / (FastDropout.LEVELS - drop.drop_levels)
     assert torch.equal(mask, (lanes >= threshold).float() * scale)
     assert mask.dtype == x.dtype
@@ -73,9 +72,8 @@ def _loss_and_grads(loss_of, hidden, layer, scale):
 def test_linear_cross_entropy_equals_pytorch_in_value_and_gradients(eps, rows, bias):
     torch.manual_seed(0)
     layer = torch.nn.Linear(12, 37, bias=bias)
-    hidden = (
-        3 * torch.randn(70, 12)
-    ).requires_grad_()  # 70 rows: slices do not divide it evenly
+    # 70 rows: slices do not divide it evenly
+    hidden = (3 * torch.randn(70, 12)).requires_grad_()
     targets = torch.randint(0, 37, (70,))
     scale = 0.37  # any gradient from above is passed on
     expected = _loss_and_grads(
@@ -172,9 +170,8 @@ def test_use_fast_dropout_keeps_each_layers_mode():
     model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)).eval()
     use_fast_dropout(model)
     x = torch.ones(4, 3)
-    assert not model[1].training and torch.equal(
-        model(x), model[0](x)
-    )  # still evaluation: no dropout
+    # still evaluation: no dropout
+    assert not model[1].training and torch.equal(model(x), model[0](x))
 
 
 def test_the_online_softmax_is_the_softmax_whatever_the_tile():
@@ -228,9 +225,8 @@ def test_tiled_attention_sums_half_precision_in_float32_and_broadcasts_a_mask():
     torch.testing.assert_close(
         out.float(), F.scaled_dot_product_attention(q, k, v), atol=2e-2, rtol=2e-2
     )
-    everywhere = torch.ones(
-        2, 40, 1, dtype=torch.bool
-    )  # (B, Tq, 1): broadcast over the keys
+    # (B, Tq, 1): broadcast over the keys
+    everywhere = torch.ones(2, 40, 1, dtype=torch.bool)
     torch.testing.assert_close(
         tiled_attention(q, k, v, everywhere, tile=8), tiled_attention(q, k, v, tile=8)
     )

@@ -25,9 +25,8 @@ from nmt_lib.run.records import write_record
 
 FAULTS = int(os.environ.get("NMT_SOAK_FAULTS", "20"))
 STEPS = 30
-RECORD = os.environ.get(
-    "NMT_SOAK_RECORD"
-)  # `make soak` keeps its figures there, for the book
+# `make soak` keeps its figures there, for the book
+RECORD = os.environ.get("NMT_SOAK_RECORD")
 
 
 def record(rows: list):
@@ -123,9 +122,8 @@ def test_sigint_and_sigterm_before_the_first_checkpoint_still_write_one(
         args[args.index("--checkpoint-every") + 1] = "0"  # no checkpoint until it stops
         args[args.index("--max-steps") + 1] = "100000"
         child = start(context, data, out, args, log)
-        deadline = (
-            time.monotonic() + 120
-        )  # however slow the machine: wait for training to begin
+        # however slow the machine: wait for training to begin
+        deadline = time.monotonic() + 120
         while (
             not (log.exists() and "Transformer:" in log.read_text())
             and child.is_alive()
@@ -151,9 +149,8 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
     tmp_path, context
 ):
     data, out = write_corpus(tmp_path), tmp_path / "killed.pt"
-    timing = start(
-        context, data, tmp_path / "timing.pt"
-    )  # how long one whole run takes here
+    # how long one whole run takes here
+    timing = start(context, data, tmp_path / "timing.pt")
     began = time.monotonic()
     timing.join(timeout=120)
     whole = time.monotonic() - began

@@ -51,9 +51,10 @@ def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_pat
     cell = next(
         c for c in nb["cells"] if "def sliding_window_mask" in "".join(c["source"])
     )
+    # one key too many
     cell["source"] = "".join(cell["source"]).replace(
         "distance < window", "distance <= window"
-    )  # one key too many
+    )
     broken = tmp_path / "broken.ipynb"
     broken.write_text(json.dumps(nb))
     right, wrong = (
@@ -84,9 +85,8 @@ def namespace_of(notebook) -> dict:
 def test_the_hidden_cases_catch_what_the_public_grader_does_not():
     answer = namespace_of(ANSWERS / "A2_transformer.ipynb")
 
-    def float32_penalty(
-        logits, generated, penalty
-    ):  # right on the public float32 cases only
+    # right on the public float32 cases only
+    def float32_penalty(logits, generated, penalty):
         return answer["repetition_penalty"](logits.float(), generated, penalty)
 
     rows = grade("A2", {**answer, "repetition_penalty": float32_penalty})
@@ -158,9 +158,8 @@ def test_the_public_graders_name_the_usual_mistakes():
         row = grade(assignment, {**(a1 if assignment == "A1" else a2), name: fn})[task]
         assert row["points"] == 0 and why in row["messages"][0], (name, row)
 
-    class NoBias(
-        a1["MyLocalAttention"]
-    ):  # alibi forgotten: chapter 5's attention with a window
+    # alibi forgotten: chapter 5's attention with a window
+    class NoBias(a1["MyLocalAttention"]):
         def __init__(self, d_model, n_heads, window=None, alibi=True):
             super().__init__(d_model, n_heads, window, alibi=False)
 
@@ -521,9 +520,8 @@ def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_pa
         grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    with Gradebook(
-        f"sqlite:///{course}/gradebook.db"
-    ) as gb:  # the teacher, in formgrader
+    # the teacher, in formgrader
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4
         gb.db.commit()
     export = subprocess.run(
@@ -597,9 +595,8 @@ def a3_runs(tmp_path_factory):
                 continue
             payload = torch.load(folder / f"{source}.seed1.pt", weights_only=True)
             payload["train"].update(setting, seed=seed)
-            gen = torch.Generator().manual_seed(
-                10 * i + seed
-            )  # weights of its own: a little noise
+            # weights of its own: a little noise
+            gen = torch.Generator().manual_seed(10 * i + seed)
             for value in payload["state_dict"].values():
                 if value.is_floating_point():
                     value.add_(noise * torch.randn(value.shape, generator=gen))
@@ -615,9 +612,8 @@ def edited(folder, tmp_path, name, change):
     copy = tmp_path / "runs" / "a3"
     shutil.copytree(folder, copy)
     payload = torch.load(copy / f"{name}.pt", weights_only=True)
-    payload["path"] = str(
-        copy / f"{name.split('.')[0]}.seed1.pt"
-    )  # for a change that reads a sibling
+    # for a change that reads a sibling
+    payload["path"] = str(copy / f"{name.split('.')[0]}.seed1.pt")
     change(payload)
     payload.pop("path")
     torch.save(payload, copy / f"{name}.pt")

@@ -130,9 +130,8 @@ def test_an_fp16_run_resumes_with_its_loss_scale_bit_for_bit(de_corpus, tmp_path
         report="none",
     )
     ckpt = load_checkpoint(path)
-    assert (
-        ckpt.payload["scaler"]["scale"] < 2.0**16
-    )  # overflowing updates were skipped: the scale fell
+    # overflowing updates were skipped: the scale fell
+    assert ckpt.payload["scaler"]["scale"] < 2.0**16
     assert ckpt.payload["progress"]["cuda_rng"] is None  # saved on a GPU; none here
     train_run(
         ckpt.model,
@@ -296,9 +295,8 @@ def test_decoding_and_bleu_refuse_what_they_would_answer_wrongly(trained):
 
     ckpt = load_checkpoint(trained[0])
     model, tgt_vocab = ckpt.model, ckpt.tgt_vocab
-    with pytest.raises(
-        ValueError, match="token lists, not strings"
-    ):  # BLEU of characters otherwise
+    # BLEU of characters otherwise
+    with pytest.raises(ValueError, match="token lists, not strings"):
         corpus_bleu(["je suis là"], [["je suis là"]])
     with pytest.raises(ValueError, match="token lists, not strings"):
         sentence_bleu("je suis là", "je suis là")

@@ -43,9 +43,8 @@ def test_the_output_at_t_does_not_change_when_later_tokens_change(norm_first):
         changed[:, t + 1 :] = torch.randint(4, 40, changed[:, t + 1 :].shape)
         a, b = model(x)[0], model(changed)[0]
         assert torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=1e-6)
-        assert not torch.allclose(
-            a[:, t + 1 :], b[:, t + 1 :]
-        )  # the check can see a change
+        # the check can see a change
+        assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :])
 
 
 def test_the_output_layer_is_the_embedding_and_learns_from_both_uses():
@@ -80,9 +79,8 @@ def test_the_kv_cache_gives_the_logits_of_reading_everything_at_once(today):
         logits, past = model(x[:, t : t + 1], past)
         steps.append(logits)
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
-    assert past[0].k.shape[1] == (
-        1 if today else 2
-    )  # the key/value heads the cache keeps
+    # the key/value heads the cache keeps
+    assert past[0].k.shape[1] == (1 if today else 2)
 
 
 def greedy_by_recomputing(model, prompt, steps):
@@ -142,9 +140,8 @@ def test_sampling_follows_the_temperature_and_stops_at_eos_or_the_context():
 
 
 def test_a_window_longer_than_the_context_is_an_error():
-    with pytest.raises(
-        ValueError, match="longer than max_len=8"
-    ):  # the positional table's end
+    # the positional table's end
+    with pytest.raises(ValueError, match="longer than max_len=8"):
         tiny_lm(context=8)(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError):
         LMConfig(vocab_size=10, d_model=10, n_heads=4)

@@ -43,24 +43,23 @@ def test_rope_scores_depend_only_on_the_distance():
     score = lambda m, n: (rotate(q[None], m) @ rotate(k[None], n).T).item()
     for m, n in [(0, 0), (5, 2), (30, 1)]:
         assert score(m, n) == pytest.approx(score(m + 17, n + 17), abs=1e-4)
-    assert score(5, 2) != pytest.approx(
-        score(5, 3), abs=1e-3
-    )  # but it does depend on the distance
+    # but it does depend on the distance
+    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)
 
 
 def test_rope_is_chapter_6s_rotation_and_start_is_the_position():
     x = torch.randn(2, 6, 8)
     for m in range(6):
+        # the paper's direction
         torch.testing.assert_close(
             rotate(x)[:, m], x[:, m] @ relative_shift_matrix(8, -m)
-        )  # the paper's direction
+        )
     torch.testing.assert_close(
         rotate(x, start=3), rotate(torch.cat([torch.zeros(2, 3, 8), x], 1))[:, 3:]
     )
     with pytest.raises(ValueError, match="head width must be even"):
-        GroupedQueryAttention(
-            12, 4, rotary=True
-        )  # heads of 3 features: no pairs to turn
+        # heads of 3 features: no pairs to turn
+        GroupedQueryAttention(12, 4, rotary=True)
 
 
 def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
@@ -127,9 +126,8 @@ def test_the_kv_cache_shrinks_with_the_kv_heads():
             torch.ones(2, 3, dtype=torch.long), model.encode(src, src_len)
         )[1]
         sizes[G] = cache_bytes(state.self_kv)
-    assert (
-        sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4
-    )  # layers, k+v, B, G, Dh, T, fp32
+    # layers, k+v, B, G, Dh, T, fp32
+    assert sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4
 
 
 def test_swiglu_and_d_ff_for_match_the_parameter_count():
@@ -161,15 +159,13 @@ def test_the_decoder_only_translator_reads_english_then_french():
     tgt_in = torch.tensor([[1, 4, 9], [1, 11, 0]])
     logits = translator(src, src_len, tgt_in)
     assert logits.shape == (2, 3, 15)
-    alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][
-        0, 2:, 12:
-    ]  # row 2 without its padding
+    # row 2 without its padding
+    alone = lm(torch.tensor([[8, 2, 1 + 12, 11 + 12]]))[0][0, 2:, 12:]
     torch.testing.assert_close(logits[1, :2], alone, atol=1e-5, rtol=1e-4)
     sources = [[5, 6, 7, 2], [8, 2], [9, 10, 2]]
     batched = translate_ids(translator, sources, bos_id=1, eos_id=2, max_len=6)
-    for ids, out in zip(
-        sources, batched
-    ):  # against recomputing the whole prefix at every step
+    # against recomputing the whole prefix at every step
+    for ids, out in zip(sources, batched):
         prefix, expected = ids + [1 + 12], []
         for _ in range(6):
             token = int(lm(torch.tensor([prefix]))[0][0, -1, 12:].argmax())
@@ -186,9 +182,8 @@ def test_the_decoder_only_translator_reads_english_then_french():
         eos_id=2,
         max_len=6,
     )
-    assert (
-        padded.tokens == batched
-    )  # translate's padded batches: each prompt without its padding
+    # translate's padded batches: each prompt without its padding
+    assert padded.tokens == batched
 
 
 def test_mean_difference_is_the_two_sample_t_interval():
@@ -196,9 +191,8 @@ def test_mean_difference_is_the_two_sample_t_interval():
 
     x, y = [5.2, 6.1, 4.8, 5.9, 6.4], [4.1, 4.9, 3.8, 5.6, 4.4]
     d, low, high = mean_difference(x, y)
-    result = stats.ttest_ind(
-        x, y
-    )  # pooled variance: d / t_statistic is the standard error
+    # pooled variance: d / t_statistic is the standard error
+    result = stats.ttest_ind(x, y)
     half = stats.t.ppf(0.975, len(x) + len(y) - 2) * d / result.statistic
     assert (d, low, high) == pytest.approx((d, d - half, d + half), abs=1e-3)
     assert (low > 0) == (result.pvalue < 0.05)

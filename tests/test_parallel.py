@@ -151,17 +151,17 @@ def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any
         load_checkpoint(tmp_path / f"{n}.pt").payload["progress"]["history"]
         for n in ("one", "two")
     )
-    assert (
-        h1["tokens"] == h2["tokens"] and len(h1["tokens"]) == 6
-    )  # the same tokens in every update
+    # the same tokens in every update
+    assert h1["tokens"] == h2["tokens"] and len(h1["tokens"]) == 6
     assert h2["train_loss"] == pytest.approx(h1["train_loss"], rel=1e-5)
     assert largest_difference(tmp_path / "one.pt", tmp_path / "two.pt") < TOLERANCE
 
     # stopped after 3 updates by two processes, then resumed by two, or by one
     train(data, tmp_path / "half.pt", 3, ranks=2)
+    # updates tell apart
     assert (
         largest_difference(tmp_path / "half.pt", tmp_path / "one.pt") > 100 * TOLERANCE
-    )  # updates tell apart
+    )
     (tmp_path / "half-copy.pt").write_bytes((tmp_path / "half.pt").read_bytes())
     train(data, tmp_path / "half.pt", 6, ranks=2, resume=True)
     train(data, tmp_path / "half-copy.pt", 6, resume=True)

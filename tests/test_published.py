@@ -69,9 +69,8 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
         "model.safetensors",
         "settings.json",
     ]
-    assert (
-        "path" not in json.loads((folder / "settings.json").read_text())["data"]
-    )  # no machine's path
+    # no machine's path
+    assert "path" not in json.loads((folder / "settings.json").read_text())["data"]
     ckpt = load_checkpoint(subword_checkpoint, device="cpu")
     sessions = [
         {
@@ -89,9 +88,8 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
         data=ckpt.payload["data"],
         progress={"step": 7, "seconds": 1.5, "sessions": sessions},
     )
-    assert pub_training(
-        published.export_model(trained, tmp_path / "t", card="")
-    ) == {  # how it was trained
+    # how it was trained
+    assert pub_training(published.export_model(trained, tmp_path / "t", card="")) == {
         "updates": 7,
         "seconds": 1.5,
         "sessions": sessions,
@@ -103,9 +101,8 @@ def test_an_exported_model_loads_without_pickle_and_translates_as_its_checkpoint
         load_file(folder / "model.safetensors"),
         json.loads((folder / "settings.json").read_text())["tied"],
     )
-    assert len(tied) == 2 and set(tied.values()) <= set(
-        stored
-    )  # the tied matrix is stored once
+    # the tied matrix is stored once
+    assert len(tied) == 2 and set(tied.values()) <= set(stored)
     assert len(stored) + 2 == len(
         load_checkpoint(subword_checkpoint, device="cpu").model.state_dict()
     )
@@ -189,9 +186,8 @@ def test_the_published_model_translates_as_when_it_was_published():
     examples = json.loads((SHIPPED / "examples.json").read_text(encoding="utf-8"))
     model = published.load_published(device="cpu")
     assert translate_lines(model, examples["sentences"]) == examples["translations"]
-    assert (
-        sum(p.stat().st_size for p in SHIPPED.iterdir()) <= 25 * 2**20
-    )  # what the course ships
+    # what the course ships
+    assert sum(p.stat().st_size for p in SHIPPED.iterdir()) <= 25 * 2**20
     out = subprocess.run(
         [
             sys.executable,
@@ -210,9 +206,8 @@ def test_the_published_model_translates_as_when_it_was_published():
     )
     cold = examples["translations"][examples["sentences"].index("I am cold.")]
     assert out.returncode == 0 and out.stdout == cold + "\n", out.stderr
-    assert (
-        cold[0].isupper() and cold.endswith(".") and " ." not in cold
-    )  # cased and detokenised
+    # cased and detokenised
+    assert cold[0].isupper() and cold.endswith(".") and " ." not in cold
 
 
 def test_int8_quantises_every_linear_layer_translates_as_well_and_says_so_in_records(
@@ -227,9 +222,8 @@ def test_int8_quantises_every_linear_layer_translates_as_well_and_says_so_in_rec
     fp32 = translate_lines(ckpt, examples["sentences"])
     parameters = ckpt.parameters
     int8(ckpt)
-    assert not any(
-        type(m) is torch.nn.Linear for m in ckpt.model.modules()
-    )  # each replaced by its int8 form
+    # each replaced by its int8 form
+    assert not any(type(m) is torch.nn.Linear for m in ckpt.model.modules())
     assert (
         sacrebleu.corpus_bleu(
             translate_lines(ckpt, examples["sentences"]), [fp32]
@@ -271,9 +265,8 @@ def test_the_course_installed_as_a_wheel_translates_with_its_published_model(tmp
         tmp_path / "dist",
         ROOT,
     ]
-    if (
-        importlib.util.find_spec("setuptools") is not None
-    ):  # no download of the build backend
+    # no download of the build backend
+    if importlib.util.find_spec("setuptools") is not None:
         build.insert(4, "--no-build-isolation")
     subprocess.run(build, check=True, cwd=tmp_path, capture_output=True)
     wheel = next((tmp_path / "dist").glob("nmt_lib-*.whl"))

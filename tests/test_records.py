@@ -52,6 +52,5 @@ def test_a_run_records_where_each_stretch_of_it_computed(de_corpus, tmp_path):
         resume=resume,
         **kw,
     )
-    assert (
-        done["sessions"] == again["sessions"]
-    )  # a stretch without updates is not entered
+    # a stretch without updates is not entered
+    assert done["sessions"] == again["sessions"]

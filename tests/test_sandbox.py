@@ -142,9 +142,8 @@ def box(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def attacked_box(
-    tmp_path_factory,
-):  # for the attacks that take the course off the kernel's path
+# for the attacks that take the course off the kernel's path
+def attacked_box(tmp_path_factory):
     with sandbox("A2", tmp_path_factory.mktemp("attacked")) as a2:
         yield a2
 
@@ -237,9 +236,8 @@ def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
 def test_a_module_the_submission_builds_stays_in_its_kernel_and_answers_there(box):
     local = torch.nn.Linear(4, 4)
     mine = box.call("Doubled", 4)
-    assert isinstance(mine, torch.nn.Module) and not list(
-        mine.parameters()
-    )  # nothing of it came back
+    # nothing of it came back
+    assert isinstance(mine, torch.nn.Module) and not list(mine.parameters())
     keys = mine.load_state_dict(
         {f"W.{k}": v for k, v in local.state_dict().items()}, strict=False
     )

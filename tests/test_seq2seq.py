@@ -63,9 +63,8 @@ def test_loss_counts_real_tokens_only_and_ignores_padding():
         .mean()
     )
     assert n == 5 and loss.item() == pytest.approx(manual.item(), rel=1e-6)
-    padded_logits = torch.cat(
-        [logits, torch.randn(2, 4, 7)], dim=1
-    )  # 4 more padding positions
+    # 4 more padding positions
+    padded_logits = torch.cat([logits, torch.randn(2, 4, 7)], dim=1)
     padded_target = torch.cat([target, torch.zeros(2, 4, dtype=torch.long)], dim=1)
     loss2, n2 = masked_cross_entropy(padded_logits, padded_target, pad_id=0)
     assert n2 == 5 and loss2.item() == pytest.approx(loss.item(), rel=1e-6)

@@ -30,9 +30,8 @@ def test_the_table_gives_each_record_its_gain_over_the_one_it_builds_on_with_int
     rng = np.random.default_rng(0)
     words = "the cat dog sat ran on under a mat rug today at home".split()
     refs = [" ".join(rng.choice(words, 8)) for _ in range(200)]
-    worse = [
-        " ".join(r.split()[:5] + ["x", "y", "z"]) for r in refs
-    ]  # the last three words wrong
+    # the last three words wrong
+    worse = [" ".join(r.split()[:5] + ["x", "y", "z"]) for r in refs]
     better = [r if i % 2 else w for i, (r, w) in enumerate(zip(refs, worse))]
     bleu = {}
     for name, on, hyps, day in (
@@ -139,9 +138,8 @@ def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(
     )
     with pytest.raises(SystemExit, match="exists; pass --resume"):
         run.run("quick", "a", "a change", None, ["--d-model", "64"])
-    with pytest.raises(
-        SystemExit, match="go on with --resume"
-    ):  # the stub's training "fails" here
+    # the stub's training "fails" here
+    with pytest.raises(SystemExit, match="go on with --resume"):
         run.run("quick", "a", "a change", None, ["--d-model", "64"], resume=True)
     resumed = commands[0][commands[0].index("train") :]
     assert (
@@ -164,13 +162,11 @@ def test_an_averaged_record_is_the_mean_of_the_final_and_last_epoch_ends_once_ea
     (tmp_path / "runs").mkdir()
     for epoch in (2, 3, 4, 5):
         (tmp_path / "runs" / f"quick-a.epoch{epoch}.pt").write_bytes(bytes([epoch]))
-    os.link(
-        tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt"
-    )  # stopped at an epoch end
+    # stopped at an epoch end
+    os.link(tmp_path / "runs" / "quick-a.epoch5.pt", tmp_path / "runs" / "quick-a.pt")
     finished = {"progress": {"seconds": 1800.0, "stopped": "time_limit", "step": 900}}
-    monkeypatch.setattr(
-        checkpoint, "read_payload", lambda *a, **k: finished
-    )  # nothing left to train
+    # nothing left to train
+    monkeypatch.setattr(checkpoint, "read_payload", lambda *a, **k: finished)
     monkeypatch.setattr(
         subprocess,
         "run",

@@ -72,9 +72,8 @@ def test_bpe_round_trip_is_exact_even_with_odd_spacing_and_unseen_characters():
     bpe = learn_bpe(lines, 200)
     for s in lines + ["", "a  b", " leading", "東京 chante"]:
         assert bpe.decode(bpe.encode(s)) == s
-    assert len(bpe.encode("chantons")) < len(
-        "chantons"
-    )  # learned pieces shorten known words
+    # learned pieces shorten known words
+    assert len(bpe.encode("chantons")) < len("chantons")
 
 
 @pytest.mark.parametrize("learn", [learn_bpe, learn_bpe_simple])
@@ -128,12 +127,10 @@ def test_subwords_are_learned_on_the_training_split_only():
     pairs2 = [(s, t + " zyxw zyxw zyxw") if s in held_out else (s, t) for s, t in pairs]
     data2 = NMTData(pairs2, tokenizer=BPE_400, valid_frac=0.1, test_frac=0.1)
     assert data2.splits.train == data.splits.train
-    assert not any(
-        "zy" in p for p in data2.tgt_vocab.idx_to_token
-    )  # ... leaves no trace in the pieces
-    pairs3 = [
-        (s, t + " zyxw zyxw zyxw") for s, t in pairs
-    ]  # the same word in training: merged
+    # ... leaves no trace in the pieces
+    assert not any("zy" in p for p in data2.tgt_vocab.idx_to_token)
+    # the same word in training: merged
+    pairs3 = [(s, t + " zyxw zyxw zyxw") for s, t in pairs]
     data3 = NMTData(pairs3, tokenizer=BPE_400, valid_frac=0.1, test_frac=0.1)
     assert any("zy" in p for p in data3.tgt_vocab.idx_to_token)
 
@@ -285,9 +282,8 @@ def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resum
     )
     src, tgt = drawn[2][0]
     kept = [(s, t) == u for s, t, u in zip(src, tgt, zip(*usual))]
-    assert all(
-        max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept)
-    )  # too long: the usual pieces
+    # too long: the usual pieces
+    assert all(max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept))
     assert any(max(len(s), len(t)) >= 8 for s, t in zip(src, tgt))  # and some were
 
     def model():
@@ -317,9 +313,10 @@ def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resum
         save_kwargs={"data": corpus.settings},
     )
     ckpt = load_checkpoint(tmp_path / "run.pt")
+    # mid-epoch, not the first
     assert (
         ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0
-    )  # mid-epoch, not the first
+    )
     train_run(
         ckpt.model,
         corpus,
@@ -336,6 +333,5 @@ def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resum
         RunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}),
         report="none",
     )
-    assert not torch.equal(
-        plain.decoder.dense.weight, straight.decoder.dense.weight
-    )  # the pieces were drawn
+    # the pieces were drawn
+    assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)

@@ -50,17 +50,14 @@ def test_the_real_test_set_and_its_overlap_with_the_corpus():
     )
     corpus = read_pairs(fra_eng_path())
     english, french = {s for s, _ in corpus}, {t for _, t in corpus}
-    assert (
-        sum(s in english or t in french for s, t in test) == 6_705
-    )  # the count the issue quotes
+    # the count the issue quotes
+    assert sum(s in english or t in french for s, t in test) == 6_705
     overlaps = testsets.overlap_filter(test)
-    assert (
-        sum(overlaps(s, t) for s, t in corpus) == 13_728
-    )  # corpus pairs --exclude leaves out
+    # corpus pairs --exclude leaves out
+    assert sum(overlaps(s, t) for s, t in corpus) == 13_728
     seen = testsets.overlap_filter(corpus)  # what the records call test_pairs_in_corpus
-    assert (
-        sum(seen(s, t) for s, t in test) == 6_728
-    )  # 23 more once spaces and Unicode are normalised
+    # 23 more once spaces and Unicode are normalised
+    assert sum(seen(s, t) for s, t in test) == 6_728
 
 
 def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatch):
@@ -78,9 +75,8 @@ def test_the_download_is_checked_before_anything_is_written(tmp_path, monkeypatc
     served["t.fra"] = b"Corrupt.\n"
     with pytest.raises(ValueError, match="the download is corrupt"):
         testsets.tatoeba_test_dir(tmp_path)
-    assert (
-        sorted(p.name for p in (tmp_path / testsets.TATOEBA_FOLDER).iterdir()) == []
-    )  # nothing half-written
+    # nothing half-written
+    assert sorted(p.name for p in (tmp_path / testsets.TATOEBA_FOLDER).iterdir()) == []
     served["t.fra"] = good["t.fra"]
     assert testsets.read_tatoeba_test(tmp_path) == [("Hello.", "Bonjour.")]
     with pytest.raises(FileNotFoundError, match="NMT_DATA_DIR"):
@@ -109,23 +105,23 @@ def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabu
         corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba"
     )
     assert plain.excluded == {} and kept.excluded["train"] + kept.excluded["valid"] == 2
+    # both share a side
     assert (
         kept.excluded["test_pairs"] == 2 and kept.excluded["test_pairs_in_corpus"] == 2
-    )  # both share a side
-    assert (
-        kept.excluded["test_pairs_in_corpus_exactly"] == 1
-    )  # the other only once its odd space is plain
+    )
+    # the other only once its odd space is plain
+    assert kept.excluded["test_pairs_in_corpus_exactly"] == 1
+    # kept for records
     assert (
         kept.settings["excluded"] == kept.excluded and "excluded" not in plain.settings
-    )  # kept for records
+    )
     for split in ("train", "valid"):
         assert (
             len(getattr(plain.splits, split)) - len(getattr(kept.splits, split))
             == kept.excluded[split]
         )
-    assert (
-        kept.splits.test == plain.splits.test
-    )  # the course's own test split is unchanged
+    # the course's own test split is unchanged
+    assert kept.splits.test == plain.splits.test
     banned = {
         german_lines()[0].split("\t")[0].lower(),
         german_lines()[7].split("\t")[1].lower(),
@@ -136,9 +132,8 @@ def test_exclude_leaves_test_sentences_out_of_training_validation_and_the_vocabu
         if banned & {p[0].replace(" .", "."), p[1].replace(" .", ".")}
     ]
     assert kept.settings["exclude"] == "tatoeba"
-    assert (
-        ParallelCorpus.from_settings(kept.settings).excluded == kept.excluded
-    )  # a resumed run, the same
+    # a resumed run, the same
+    assert ParallelCorpus.from_settings(kept.settings).excluded == kept.excluded
     with pytest.raises(ValueError, match="exclude must be one of tatoeba"):
         CorpusSettings(exclude="wmt14")
 
@@ -163,9 +158,8 @@ def test_raw_preprocessing_keeps_case_and_punctuation_and_needs_subwords(tmp_pat
         s for s, _ in raw.splits.valid + raw.splits.test
     }
     sentence = "Ich bin nicht müde!"
-    assert (
-        raw.tgt_vocab.detokenize(raw.tgt_vocab.split(sentence)) == sentence
-    )  # as written, both ways
+    # as written, both ways
+    assert raw.tgt_vocab.detokenize(raw.tgt_vocab.split(sentence)) == sentence
     assert (
         preparer(raw.settings)("I  am\u00a0Cold.") == "I am Cold."
         and preparer({}) is preprocess
@@ -180,9 +174,8 @@ def test_exclude_also_compares_the_sentences_as_the_model_reads_them(
     corpus = tmp_path / "deu.txt"
     corpus.write_text("\n".join(german_lines()) + "\n", encoding="utf-8")
     english = german_lines()[0].split("\t")[0]
-    plant_test_set(
-        tmp_path, [(english.upper(), "Rien à voir.")], monkeypatch
-    )  # the same words, in capitals
+    # the same words, in capitals
+    plant_test_set(tmp_path, [(english.upper(), "Rien à voir.")], monkeypatch)
     lowercased = ParallelCorpus(
         corpus, min_freq=1, valid_frac=0.2, test_frac=0.2, exclude="tatoeba"
     )
@@ -199,9 +192,8 @@ def test_exclude_also_compares_the_sentences_as_the_model_reads_them(
 
     in_test = preprocess(english) in {s for s, _ in lowercased.splits.test}
     left_out = lambda corpus: corpus.excluded["train"] + corpus.excluded["valid"]
-    assert left_out(lowercased) == (
-        0 if in_test else 1
-    )  # the course's model reads both alike
+    # the course's model reads both alike
+    assert left_out(lowercased) == (0 if in_test else 1)
     assert left_out(as_written) == 0  # a case-keeping model does not
 
 

@@ -111,9 +111,8 @@ def test_train_settings_reject_bad_values(cls):
         dict(time_limit=0.0),
         dict(precision="fp8"),
     ]:
-        with pytest.raises(
-            ValueError if cls is RunSettings else TypeError
-        ):  # the lesson's has no such field
+        # the lesson's has no such field
+        with pytest.raises(ValueError if cls is RunSettings else TypeError):
             cls(**bad)
 
 
@@ -123,9 +122,8 @@ def test_corpus_reads_any_tsv_ignoring_extra_columns_and_keeps_raw_references(
     corpus = ParallelCorpus(de_corpus, min_freq=1, valid_frac=0.1, test_frac=0.1)
     n = len(german_lines())
     assert sum(map(len, corpus.splits)) == n
-    assert (
-        "hund" in corpus.tgt_vocab and "cc-by" not in corpus.tgt_vocab
-    )  # third column ignored
+    # third column ignored
+    assert "hund" in corpus.tgt_vocab and "cc-by" not in corpus.tgt_vocab
     assert corpus.settings["french_spacing"] is False  # German: "nicht müde!"
     src, tgt = corpus.splits.test[0]
     assert tgt.islower() and any(r[0].isupper() for r in corpus.raw_refs[src])
@@ -210,9 +208,10 @@ def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, 
         report="none",
     )
     ckpt = load_checkpoint(path)
+    # mid-epoch
     assert (
         ckpt.payload["progress"]["step"] == 4 and ckpt.payload["progress"]["batch"] > 0
-    )  # mid-epoch
+    )
     assert ckpt.payload["schedule"]["last_epoch"] == 4
     torch.manual_seed(12345)  # whatever the global RNG holds now must not matter
     resumed = train_run(
@@ -327,9 +326,8 @@ def saved(tmp_path, de_corpus, name="m.pt"):
 def test_a_checkpoint_without_training_state_cannot_be_resumed_and_says_so(
     tmp_path, de_corpus, capsys
 ):
-    corpus = ParallelCorpus(
-        de_corpus, min_freq=1
-    )  # as a learner's own hook may save it: no schedule
+    # as a learner's own hook may save it: no schedule
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
     path = save_checkpoint(
         tmp_path / "own.pt",
@@ -390,9 +388,8 @@ def test_loading_runs_no_code_and_refuses_weights_that_do_not_fit(tmp_path, de_c
     torch.save(dict(payload, extra=Payload()), tmp_path / "code.pt")
     with pytest.raises(CheckpointError, match="could run code") as err:
         load_checkpoint(tmp_path / "code.pt")
-    assert "weights_only" not in str(
-        err.value
-    )  # torch's advice to load it unsafely is not repeated
+    # torch's advice to load it unsafely is not repeated
+    assert "weights_only" not in str(err.value)
     torch.save(
         dict(payload, config=dict(payload["config"], d_ff=48)), tmp_path / "shape.pt"
     )
@@ -455,9 +452,8 @@ def test_translating_imports_neither_the_trainer_nor_data_parallelism():
 def test_cli_trains_translates_and_evaluates_english_german(
     tmp_path, de_corpus, capsys
 ):
-    ckpt = (
-        tmp_path / "de.pt"
-    )  # training in this process; python -m nmt_lib translates and evaluates
+    # training in this process; python -m nmt_lib translates and evaluates
+    ckpt = tmp_path / "de.pt"
     status, out, err = cli_call(
         capsys,
         "train",
@@ -531,13 +527,11 @@ def test_cli_trains_translates_and_evaluates_english_german(
         and "case:lc" in out.stdout
         and "tok:13a" in out.stdout
     )
-    assert (
-        "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout
-    )  # chrF beside BLEU, with its signature
+    # chrF beside BLEU, with its signature
+    assert "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
-    expected = evaluate_checkpoint(
-        load_checkpoint(ckpt)
-    )  # the library's score, in this process
+    # the library's score, in this process
+    expected = evaluate_checkpoint(load_checkpoint(ckpt))
     assert (
         score == pytest.approx(expected["sacrebleu"], abs=0.005)
         and f"{expected['sentences']:,} distinct sentences" in out.stdout
@@ -562,9 +556,10 @@ def test_cli_trains_translates_and_evaluates_english_german(
         and saved["machine"]["cpu"]
         and saved["recorded"]
     )
+    # a folder
     status, out, err = cli_call(
         capsys, "evaluate", "--checkpoint", ckpt, "--record", tmp_path
-    )  # a folder
+    )
     assert status == 1 and "Is a directory" in err and err.count("\n") == 1
 
 
@@ -652,9 +647,8 @@ def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus, cap
         "none",
     )
     assert status == 0 and "warning" in err
-    assert load_checkpoint(out).payload["data"]["path"] == str(
-        changed
-    )  # the run goes on with the new file
+    # the run goes on with the new file
+    assert load_checkpoint(out).payload["data"]["path"] == str(changed)
     changed.rename(tmp_path / "elsewhere.txt")
     status, _, err = cli_call(capsys, "evaluate", "--checkpoint", out)
     assert status == 1 and "--data" in err and "not there any more" in err
@@ -682,9 +676,8 @@ def test_a_second_run_on_the_same_checkpoint_is_refused_and_a_dead_runs_lock_tak
         and f"pid {os.getpid()}" in busy.stderr
         and not out.exists()
     )
-    (tmp_path / ".l.pt.lock").write_text(
-        "999999999\n"
-    )  # left by a run that died: nobody holds it
+    # left by a run that died: nobody holds it
+    (tmp_path / ".l.pt.lock").write_text("999999999\n")
     assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1)).returncode == 0
 
 

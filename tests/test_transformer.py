@@ -100,9 +100,8 @@ def test_decoder_weights_follow_the_interface_and_greedy_decoding_returns_them()
         logits, _, weights = model.step(tgt, model.encode(src, src_len))
     maps = model.attention_maps(src, src_len, tgt)
     assert weights.shape == (3, 4, 5)  # (B, T, S), as the GRU decoders give
-    torch.testing.assert_close(
-        weights, maps["cross"][-1].mean(dim=1)
-    )  # the last layer, heads averaged
+    # the last layer, heads averaged
+    torch.testing.assert_close(weights, maps["cross"][-1].mean(dim=1))
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4))
     assert model.step(tgt, model.encode(src, src_len))[2] is None
     with kept_weights(model := uneven_model()):

@@ -41,9 +41,8 @@ def tiny():
 def test_explore_translates_and_returns_every_map(tiny):
     model, src, tgt = tiny
     exp = explore(model, src, tgt, "We are in the house.")
-    assert (
-        exp.translation == translate(model, ["We are in the house."], src, tgt)[0]
-    )  # the same max_len
+    # the same max_len
+    assert exp.translation == translate(model, ["We are in the house."], src, tgt)[0]
     assert exp.src_tokens == ["we", "are", "in", "the", "house", ".", "<eos>"]
     assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (
         len(exp.tgt_tokens) - 1,
@@ -61,13 +60,11 @@ def test_explore_translates_and_returns_every_map(tiny):
 def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
     model, src, tgt = tiny
     as_written = lambda text: text  # a model that keeps case (a published one's own)
-    assert (
-        explore(model, src, tgt, "He is here.").src_tokens[0] == "he"
-    )  # the course's lowercasing
+    # the course's lowercasing
+    assert explore(model, src, tgt, "He is here.").src_tokens[0] == "he"
     kept = explore(model, src, tgt, "He is here .", prepare=as_written)
-    assert (
-        kept.src_tokens[0] == "<unk>" and "He" in kept.notes[0]
-    )  # "He", as written, is not in this vocabulary
+    # "He", as written, is not in this vocabulary
+    assert kept.src_tokens[0] == "<unk>" and "He" in kept.notes[0]
     app = TranslatorApp(model, src, tgt, example="He is here .", prepare=as_written)
     assert app.exploration.src_tokens == kept.src_tokens
     seen = []
@@ -161,9 +158,8 @@ def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny)
     searched, also on the sentences where greedy decoding finds a translation the model
     scores higher."""
     _, src, tgt = tiny
-    torch.manual_seed(
-        5
-    )  # an untrained model on which a small beam loses greedy's hypothesis
+    # an untrained model on which a small beam loses greedy's hypothesis
+    torch.manual_seed(5)
     model = Transformer(
         TransformerConfig(
             len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2
@@ -213,9 +209,8 @@ def test_explore_takes_any_text_with_a_subword_model():
             len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=1
         )
     ).eval()
-    exp = explore(
-        model, src, tgt, "Zürich is cold."
-    )  # ü never occurred: spelled out as bytes
+    # ü never occurred: spelled out as bytes
+    exp = explore(model, src, tgt, "Zürich is cold.")
     assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
     assert any("<0xC3>" in n for n in exp.notes)
     assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(

@@ -154,9 +154,8 @@ def nbgrader(course: Path, *args: str):
         "PYTHONPATH": os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
         ),
-        "PYTHONPYCACHEPREFIX": (
-            PYCACHE
-        ),  # compiled modules where a submission does not look
+        # compiled modules where a submission does not look
+        "PYTHONPYCACHEPREFIX": (PYCACHE),
         "PATH": os.pathsep.join(
             [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
         ),
@@ -215,9 +214,8 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
         shutil.copyfile(found[0], dest / name)
-        if (
-            found[0].parent / RUNS
-        ).is_dir():  # hard links where it can: checkpoints are large
+        # hard links where it can: checkpoints are large
+        if (found[0].parent / RUNS).is_dir():
             shutil.copytree(
                 found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy
             )

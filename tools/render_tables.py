@@ -181,9 +181,10 @@ def table(header: list[str], rows: list, align: str = "") -> str:
         + "|".join("---:" if a == "r" else "---" for a in align.ljust(len(header), "l"))
         + "|"
     )
+    # \| stays in its cell
     line = lambda cells: (
         "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-    )  # \| stays in its cell
+    )
     return "\n".join([line(header), rule, *map(line, rows)])
 
 

@@ -142,9 +142,8 @@ def chapter_slides(path: Path) -> list[str]:
                     slides.append(section("<h2>Concept question</h2>\n" + markdown(q)))
             found = re.findall(r"^## (.+)$", source, re.M)
             heading = inline(found[-1]) if found else heading
-            if (
-                slide_type(cell) == "slide"
-            ):  # a key equation: the cell, or its displays alone
+            # a key equation: the cell, or its displays alone
+            if slide_type(cell) == "slide":
                 text = re.sub(
                     r"^#{1,3} .*$", "", source, flags=re.M
                 ).strip()  # the heading is the title
@@ -159,9 +158,8 @@ def chapter_slides(path: Path) -> list[str]:
             figures = [
                 o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})
             ]
-            if (
-                slide_type(cell) == "slide"
-            ):  # the code and its printed output; its figures follow
+            # the code and its printed output; its figures follow
+            if slide_type(cell) == "slide":
                 code = f"<pre><code>{html.escape(source)}</code></pre>"
                 printed = outputs(
                     {

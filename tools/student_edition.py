@@ -35,9 +35,10 @@ LEFT_OUT = (
     "book/teachers.md",
     "runs/",
 )
+# the paragraph
 SOLUTIONS_LINE = re.compile(
     r"^Solutions, executed, are in `solutions/[^`]+`[^\n]*(?:\n[^\n]+)*\n*", re.M
-)  # the paragraph
+)
 # a link to what the edition leaves out keeps its text only
 LEFT_OUT_LINK = re.compile(
     r"\[([^\]]+)\]\((?:\.\./|book/)?(?:solutions/[^)]*|teachers\.md[^)]*)\)"

@@ -63,9 +63,8 @@ def temporary_files(path) -> list[Path]:
     them): exactly those, not a longer name's (`X.pt.bak`'s temporaries start like
     `X.pt`'s)."""
     path = Path(path)
-    own = re.compile(
-        rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp"
-    )  # tempfile's 8 random characters
+    # tempfile's 8 random characters
+    own = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     return [p for p in path.parent.glob(f".{path.name}.*.tmp") if own.fullmatch(p.name)]
 
 
@@ -85,9 +84,8 @@ def atomic_save(obj, path, write=None) -> Path:
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(
-            tmp, 0o666 & ~umask
-        )  # as open() would create it, not the temporary file's 0600
+        # as open() would create it, not the temporary file's 0600
+        os.chmod(tmp, 0o666 & ~umask)
         (write or torch.save)(obj, tmp)
         os.replace(tmp, path)
     except (

@@ -80,9 +80,8 @@ def use_threads(threads: int | None = None) -> int:
             raise DeviceError(
                 f"the number of threads must be at least 1, not {threads}"
             )
-        if (
-            int(threads) > max_threads()
-        ):  # OpenMP aborts the process when it cannot start them all
+        # OpenMP aborts the process when it cannot start them all
+        if int(threads) > max_threads():
             raise DeviceError(
                 f"{threads:,} threads are more than the course starts on this machine's"
                 f" {os.cpu_count()} CPUs (four per CPU); use at most {max_threads()}"

@@ -111,9 +111,8 @@ def check_alibi_bias(fn) -> str:
                     f"{case}: the bias is a penalty, 0 at the query's own position and"
                     " more negative with distance; yours has positive values"
                 )
-            from_zero = expected[0, 0] * 2.0 ** (
-                8 / h
-            )  # slope 2^0 = 1 for the first head
+            # slope 2^0 = 1 for the first head
+            from_zero = expected[0, 0] * 2.0 ** (8 / h)
             if not same(got[0, 0], expected[0, 0], atol=1e-6) and same(
                 got[0, 0], from_zero, atol=1e-6
             ):
@@ -357,9 +356,10 @@ def check_penalised_greedy(fn, penalty_fn) -> str:
             )
         prefix = [1] + tokens
         with torch.no_grad():
+            # (T, V)
             logits = model(src[i : i + 1], src_len[i : i + 1], torch.tensor([prefix]))[
                 0
-            ]  # (T, V)
+            ]
         for t in range(len(tokens) + (len(tokens) < ids["max_len"])):
             step = learner_call(
                 "your repetition_penalty",

@@ -20,9 +20,8 @@ def compare(what: str, got, expected, *, atol: float = 1e-5):
         raise CheckFailed(
             f"{what}: wrong shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
         )
-    bad = ~torch.isclose(
-        got.double(), expected.double(), atol=atol, rtol=1e-4
-    )  # NaN is never close
+    # NaN is never close
+    bad = ~torch.isclose(got.double(), expected.double(), atol=atol, rtol=1e-4)
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0])
         at = f" at position {where}" if where else ""
@@ -60,9 +59,8 @@ def learner_call(case: str, fn, *args, **kwargs):
             for f in traceback.extract_tb(e.__traceback__)[1:]
             if not any(part in f.filename for part in LIBRARY) and f.line
         ]
-        mine = getattr(
-            e, "learner_line", frames[-1] if frames else ""
-        )  # one raised in a grading sandbox
+        # one raised in a grading sandbox
+        mine = getattr(e, "learner_line", frames[-1] if frames else "")
         line = f" (your line: {mine.strip()})" if mine else ""
         first = (str(e).strip().splitlines() or [""])[0]
         raise CheckFailed(

@@ -214,9 +214,8 @@ def _nucleus(
     probs = logits.softmax(-1)
     sorted_p, order = probs.sort(-1, descending=descending)
     before = sorted_p.cumsum(-1) - sorted_p  # mass of the more likely tokens
-    keep = (
-        before < p if keep_crossing else (sorted_p.cumsum(-1) <= p) | (before == 0)
-    )  # the top token stays
+    # the top token stays
+    keep = before < p if keep_crossing else (sorted_p.cumsum(-1) <= p) | (before == 0)
     kept = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
     return kept / kept.sum(-1, keepdim=True) if renormalise else kept
 

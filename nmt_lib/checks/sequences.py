@@ -283,9 +283,9 @@ def check_masked_cross_entropy(fn) -> str:
     """`fn(logits (B, T, V), tgt_out (B, T), pad_id)` -> (mean loss over non-pad tokens,
     their count), against chapter 4b's `masked_cross_entropy`."""
     import torch.nn.functional as F
-    from nmt_lib.seq2seq import (
-        masked_cross_entropy,
-    )  # chapter 4b's, imported where used
+
+    # chapter 4b's, imported where used
+    from nmt_lib.seq2seq import masked_cross_entropy
 
     logits = torch.randn(3, 4, 7, generator=torch.Generator().manual_seed(0))
     cases = {

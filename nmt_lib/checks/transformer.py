@@ -32,9 +32,8 @@ def check_split_merge(split, merge) -> str:
         split_heads,
     )  # chapter 5's, imported where used
 
-    x = torch.arange(2 * 3 * 8, dtype=torch.float32).view(
-        2, 3, 8
-    )  # each value says where it came from
+    # each value says where it came from
+    x = torch.arange(2 * 3 * 8, dtype=torch.float32).view(2, 3, 8)
     case = "split(x, 4) for x of shape (2, 3, 8)"
     named_mistake(
         case,
@@ -260,9 +259,8 @@ def check_decoder_block(cls) -> str:
             learner_call(case, mine, x_in, memory.clone(), src_mask.clone())
         )
         later = x.clone()
-        later[:, -1] = torch.randn(
-            later[:, -1].shape, generator=gen
-        )  # only the last token changes
+        # only the last token changes
+        later[:, -1] = torch.randn(later[:, -1].shape, generator=gen)
         with torch.no_grad():
             moved = output_of(
                 learner_call(case, mine, later, memory.clone(), src_mask.clone())
@@ -314,9 +312,8 @@ def check_kv_cache_step(fn) -> str:
     attn = MultiHeadAttention(16, 4).eval()
     gen = torch.Generator().manual_seed(1)
     ys = torch.randn(2, 4, 16, generator=gen)
-    full = attn(
-        ys, ys, ys, torch.ones(4, 4, dtype=torch.bool).tril()
-    )  # recomputing every position
+    # recomputing every position
+    full = attn(ys, ys, ys, torch.ones(4, 4, dtype=torch.bool).tril())
     past, cases = None, []
     for t in range(4):
         case = f"step {t + 1} ({t} cached positions)"

@@ -149,9 +149,8 @@ def average_checkpoints(paths, out) -> Path:
                 f"{path} holds the same update ({ckpt.step:,}) as {steps[ckpt.step]}:"
                 " it would count twice"
             )
-        if not steps or ckpt.step > max(
-            steps
-        ):  # the latest so far: its settings and history
+        # the latest so far: its settings and history
+        if not steps or ckpt.step > max(steps):
             latest = {k: v for k, v in ckpt.payload.items() if k != "state_dict"}
         steps[ckpt.step] = path
         if first is None:
@@ -189,12 +188,10 @@ def ema_checkpoint(path, out) -> Path:
     """Write to `out` the moving average of the weights that the checkpoint at `path`
     keeps (`train --ema`), as a model of its own (`weights_only`)."""
     path, out = Path(path), Path(out)
-    refuse_a_runs_checkpoint(
-        out
-    )  # the run's own checkpoint among them: only it holds a moving average
-    payload = load_checkpoint(
-        path, device="cpu"
-    ).payload  # a usable checkpoint, or CheckpointError
+    # the run's own checkpoint among them: only it holds a moving average
+    refuse_a_runs_checkpoint(out)
+    # a usable checkpoint, or CheckpointError
+    payload = load_checkpoint(path, device="cpu").payload
     if payload.get("ema") is None:
         raise ValueError(
             f"{path} keeps no moving average of its weights: train with --ema DECAY"

@@ -129,9 +129,8 @@ class Checkpoint:
             tgt_vocab,
             payload,
         )
-        self.parameters = sum(
-            p.numel() for p in model.parameters()
-        )  # as trained, whatever `int8` does later
+        # as trained, whatever `int8` does later
+        self.parameters = sum(p.numel() for p in model.parameters())
         self.int8 = False
 
     @property
@@ -151,9 +150,8 @@ def read_payload(path: Path, device):
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as e:
-        if (
-            "global" in str(e).lower()
-        ):  # objects that only full unpickling could rebuild
+        # objects that only full unpickling could rebuild
+        if "global" in str(e).lower():
             raise CheckpointError(
                 f"{path} is not a safe checkpoint: it holds Python objects besides"
                 " tensors and plain containers, and loading it could run code"

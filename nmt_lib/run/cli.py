@@ -297,9 +297,8 @@ def main(argv=None) -> int:
         use_threads(getattr(args, "threads", None))
     except ValueError as e:
         parser.error(str(e))
-    with (
-        warnings.catch_warnings()
-    ):  # a warning is one plain line, not a line of our source
+    # a warning is one plain line, not a line of our source
+    with warnings.catch_warnings():
         warnings.showwarning = lambda message, *rest, **kw: sys.stderr.write(
             f"{name}: warning: {message}\n"
         )

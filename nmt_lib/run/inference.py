@@ -81,13 +81,11 @@ def translate_lines(
         min(max_len, cfg.max_len - 1),
         cfg.max_len - 1,
     )  # <bos>, <eos> take a position
-    lines = [
-        line.rstrip("\r\n").lstrip("\ufeff") for line in lines
-    ]  # a byte-order mark is not a word
+    # a byte-order mark is not a word
+    lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    for i in (
-        keep if warn is not None else ()
-    ):  # tokenizing to count costs time: only to warn
+    # tokenizing to count costs time: only to warn
+    for i in keep if warn is not None else ():
         tokens = len(ckpt.src_vocab.split(prepare(lines[i])))
         if tokens > max_src:
             warn(
@@ -197,9 +195,8 @@ def evaluate_checkpoint(
         )
     cfg = ckpt.model.cfg
     max_len = min(MAX_OUTPUT, cfg.max_len - 1)
-    with (
-        warnings.catch_warnings()
-    ):  # a source longer than the model's positions is cut to them
+    # a source longer than the model's positions is cut to them
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = evaluate_bleu(
             ckpt.model,

@@ -28,12 +28,10 @@ from nmt_lib.run.checkpoint import (
 from nmt_lib.base.device import default_device
 
 PUBLISHED = "tatoeba-en-fr"  # the folder of the shipped model
-CHECKOUT_MODELS = (
-    Path(__file__).resolve().parents[2] / "models"
-)  # the repository's models/ folder
-INSTALLED_MODELS = (
-    Path(__file__).resolve().parents[1] / "models"
-)  # inside an installed wheel
+# the repository's models/ folder
+CHECKOUT_MODELS = Path(__file__).resolve().parents[2] / "models"
+# inside an installed wheel
+INSTALLED_MODELS = Path(__file__).resolve().parents[1] / "models"
 # A checkout reads (and tools/publish_model.py writes) the repository's folder; an
 # installed course its own copy.
 MODELS = (
@@ -96,9 +94,8 @@ def export_model(
         "sessions": progress.get("sessions"),
         "averaged": ckpt.payload.get("averaged"),
     }
-    payload["data"] = {
-        k: v for k, v in payload["data"].items() if k != "path"
-    }  # this machine's path
+    # this machine's path
+    payload["data"] = {k: v for k, v in payload["data"].items() if k != "path"}
     tokenizer = dict(ckpt.payload.get("tokenizer") or {"kind": "word"})
     payload["tokenizer"] = {
         k: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v

@@ -16,9 +16,8 @@ from pathlib import Path
 from nmt_lib.base.cache import atomic_save
 from nmt_lib.base.device import cpu_info
 
-RECORDS = (
-    Path(__file__).resolve().parents[2] / "records"
-)  # the repository's records/ folder
+# the repository's records/ folder
+RECORDS = Path(__file__).resolve().parents[2] / "records"
 
 
 def cpu_name() -> str:
@@ -134,9 +133,8 @@ def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> di
         )
         if v is not None
     ]
-    data = {
-        k: v for k, v in payload["data"].items() if k != "path"
-    }  # the path is this machine's
+    # the path is this machine's
+    data = {k: v for k, v in payload["data"].items() if k != "path"}
     return {
         "kind": "evaluation",
         "command": command,

@@ -194,17 +194,14 @@ def restore(resume: dict, optimizer, schedule, scaler, ema, device) -> dict:
         if ema is not None:
             ema.load_state_dict(resume["ema"])
         schedule.load_state_dict(resume["schedule"])
-        if scaler.is_enabled() and resume.get(
-            "scaler"
-        ):  # fp16: the loss scale and its growth tracker
+        # fp16: the loss scale and its growth tracker
+        if scaler.is_enabled() and resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
         progress = resume["progress"]
-        if (
-            progress.get("rng") is not None
-        ):  # a learner's own hook may not have saved it
-            torch.set_rng_state(
-                progress["rng"].cpu()
-            )  # the checkpoint may have been loaded onto a GPU
+        # a learner's own hook may not have saved it
+        if progress.get("rng") is not None:
+            # the checkpoint may have been loaded onto a GPU
+            torch.set_rng_state(progress["rng"].cpu())
         if device.type == "cuda" and progress.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(progress["cuda_rng"].cpu(), device)
         return progress
@@ -249,16 +246,14 @@ class RunHooks(Hooks):
         self.save_kwargs, self.report, self.stop = save_kwargs or {}, report, stop
         self.rank, self.world = rank_and_world()  # (0, 1): one process
         self.validate = self.rank == 0  # rank 0 alone computes the held-out loss
-        self.saved_at = (
-            resume["progress"]["step"] if resume is not None else None
-        )  # what the file on disk holds
+        # what the file on disk holds
+        self.saved_at = resume["progress"]["step"] if resume is not None else None
         self.stopped, self.start = None, time.perf_counter()
 
     def begin(self, model, settings):
         self.model, self.device = model, model_device(model)
-        self.dtype = autocast_dtype(
-            settings.precision, self.device
-        )  # None: fp32; weights and Adam stay fp32
+        # None: fp32; weights and Adam stay fp32
+        self.dtype = autocast_dtype(settings.precision, self.device)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.dtype == torch.float16
         )
@@ -276,9 +271,8 @@ class RunHooks(Hooks):
                 model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True
             )
         self.progress = new_progress()
-        if (
-            self.resume is not None
-        ):  # after building the schedule, which sets the rates that loading restores
+        # after building the schedule, which sets the rates that loading restores
+        if self.resume is not None:
             self.progress = restore(
                 self.resume,
                 self.optimizer,
@@ -288,9 +282,8 @@ class RunHooks(Hooks):
                 self.device,
             )
         if self.world > 1:
-            seed_rank(
-                settings.seed, self.progress["step"], self.rank
-            )  # each rank its own dropout masks
+            # each rank its own dropout masks
+            seed_rank(settings.seed, self.progress["step"], self.rank)
         loss_fn = sliced_batch_loss if settings.loss == "sliced" else batch_loss
         pad_id = self.data.tgt_vocab.pad_id
         self.objective = data_parallel(
@@ -318,9 +311,8 @@ class RunHooks(Hooks):
         sum; fp16's loss scale is taken off before `fit` divides and clips."""
         mine = micro_batches[self.rank :: self.world]
         loss_sum, n_sum = 0.0, 0
-        for i, batch in enumerate(
-            mine or micro_batches[:1]
-        ):  # a rank without a share joins with a zero loss
+        # a rank without a share joins with a zero loss
+        for i, batch in enumerate(mine or micro_batches[:1]):
             batch = batch.to(self.device)
             with gradient_sync(self.objective, last=i + 1 >= len(mine)):
                 with torch.autocast(
@@ -353,9 +345,8 @@ class RunHooks(Hooks):
         optimizer.zero_grad(set_to_none=True)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        if (
-            self.settings.warmdown
-        ):  # the next update's rate: the schedule's, times what the warm-down leaves
+        # the next update's rate: the schedule's, times what the warm-down leaves
+        if self.settings.warmdown:
             left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
                 group["lr"] = rate * left
@@ -410,9 +401,8 @@ class RunHooks(Hooks):
             and (time.perf_counter() - self.start) / 60 > self.settings.time_limit
         ):
             reason = "time_limit"
-        self.stopped = agree_to_stop(
-            reason, self.device
-        )  # every rank stops at the same update
+        # every rank stops at the same update
+        self.stopped = agree_to_stop(reason, self.device)
         return self.stopped
 
     def kept(self) -> str:
@@ -461,9 +451,8 @@ class RunHooks(Hooks):
                 ema=self.ema.state_dict() if self.ema is not None else None,
                 **self.save_kwargs,
             )
-        if (
-            self.checkpoint is not None
-        ):  # every rank knows what rank 0's checkpoint holds
+        # every rank knows what rank 0's checkpoint holds
+        if self.checkpoint is not None:
             self.saved_at = progress["step"]
 
 
@@ -500,9 +489,8 @@ def train_run(
         if resume is not None and resume["progress"]["step"] >= (
             settings.max_steps or math.inf
         ):
-            hooks.begin(
-                model, settings
-            )  # nothing left to train: write the checkpoint as it stands
+            # nothing left to train: write the checkpoint as it stands
+            hooks.begin(model, settings)
             progress, hooks.stopped = hooks.progress, "max_steps"
         else:
             progress = fit(model, data, settings, hooks=hooks)
