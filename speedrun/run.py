@@ -10,15 +10,16 @@ record, and render the record table.
     # records/speedrun.json from speedrun/records/
     python speedrun/run.py --table
 
-A run is `python -m nmt_lib train --exclude tatoeba --time-limit BUDGET --threads 2`
-with the options given: the course's fra.txt without the test's sentences, trained for
-the track's minutes (quick 30, main 180; the clock of `--time-limit`, which starts once
-the corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000
-validation sentences, and the public Tatoeba test is translated greedily and with beam
-4, scored by sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the
-commands, the training time and the CPU, the scores, and each test sentence's BLEU
-counts (chapter 4a's), from which the table gives a record's gain over the record it
-builds on (`--on`), with its paired-bootstrap interval.
+A run is `python speedrun/train.py --exclude tatoeba --time-limit BUDGET --threads 2`
+(the library's `train`, with --ema and --bpe-dropout besides) with the options given:
+the course's fra.txt without the test's sentences, trained for the track's minutes
+(quick 30, main 180; the clock of `--time-limit`, which starts once the corpus is
+ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000 validation
+sentences, and the public Tatoeba test is translated greedily and with beam 4, scored by
+sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the commands, the
+training time and the CPU, the scores, and each test sentence's BLEU counts (chapter
+4a's), from which the table gives a record's gain over the record it builds on (`--on`),
+with its paired-bootstrap interval.
 
 A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C,
 or a kill, which loses the updates since the last checkpoint) goes on with `--resume`,
@@ -112,7 +113,8 @@ def run(
     """
     import torch
 
-    from nmt_lib.run.average import average_checkpoints, ema_checkpoint, kept_epochs
+    from nmt_lib.run.average import average_checkpoints, kept_epochs
+    from speedrun.train import ema_checkpoint
     from nmt_lib.run.checkpoint import load_checkpoint, read_payload
     from nmt_lib.run.corpus import ParallelCorpus
     from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public
@@ -135,17 +137,8 @@ def run(
             if out.exists()
             else f"speedrun: --resume: there is no {out} to go on with"
         )
-    base = [
-        "-m",
-        "nmt_lib",
-        "train",
-        "--out",
-        str(out.relative_to(ROOT)),
-        "--threads",
-        "2",
-        "--progress",
-        "lines",
-    ]
+    where = ["--out", str(out.relative_to(ROOT))]
+    base = ["speedrun/train.py", *where, "--threads", "2", "--progress", "lines"]
     train = [
         *base,
         "--exclude",

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from nmt_lib.run.average import average_checkpoints, ema_checkpoint, epoch_checkpoint
+from nmt_lib.run.average import average_checkpoints, epoch_checkpoint
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import RunSettings, train_run
@@ -121,53 +121,3 @@ def test_checkpoints_of_different_runs_or_named_twice_are_refused(
             [epoch_checkpoint(out, 3), epoch_checkpoint(out, 4)], tmp_path / "other.pt"
         )
     assert not (tmp_path / "avg.pt").exists()
-
-
-def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_exactly(
-    de_corpus, tmp_path
-):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    settings = dict(
-        epochs=3,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        ema=0.75,
-    )
-    weights = []  # the model after updates 1, 2 and 3, each from a run stopped there
-    for steps in (1, 2, 3):
-        model = tiny(corpus)
-        train_run(
-            model,
-            corpus,
-            RunSettings(max_steps=steps, **settings),
-            checkpoint=tmp_path / f"{steps}.pt",
-            report="none",
-            save_kwargs={"data": corpus.settings},
-        )
-        weights.append(model.state_dict())
-    expected = {
-        k: 0.75 * (0.75 * w1 + 0.25 * weights[1][k]) + 0.25 * weights[2][k]
-        for k, w1 in weights[0].items()
-    }
-    ema = ema_checkpoint(tmp_path / "3.pt", tmp_path / "ema.pt")
-    for name, t in load_checkpoint(ema, device="cpu").model.state_dict().items():
-        torch.testing.assert_close(t, expected[name])
-    resumed = load_checkpoint(tmp_path / "2.pt", device="cpu")
-    train_run(
-        resumed.model,
-        corpus,
-        RunSettings(max_steps=3, **settings),
-        resume=resumed.payload,
-        checkpoint=tmp_path / "2.pt",
-        report="none",
-        save_kwargs={"data": corpus.settings},
-    )
-    resumed_ema, straight_ema = (
-        torch.load(tmp_path / p, weights_only=True)["ema"] for p in ("2.pt", "3.pt")
-    )
-    assert resumed_ema.keys() == straight_ema.keys()
-    assert all(torch.equal(resumed_ema[k], straight_ema[k]) for k in straight_ema)
-    with pytest.raises(ValueError, match="keeps no moving average.*--ema"):
-        ema_checkpoint(tmp_path / "ema.pt", tmp_path / "again.pt")

@@ -1,14 +1,24 @@
-"""The speedrun's record table (speedrun/run.py): each record beside the one it builds
-on, with the gain's paired-bootstrap interval (chapter 4a) over the test sentences."""
+"""The speedrun: its record table (speedrun/run.py), each record beside the one it
+builds on with the gain's paired-bootstrap interval (chapter 4a) over the test
+sentences; and its trainer (speedrun/train.py), the library's with a moving average of
+the weights and BPE-dropout."""
 
 import importlib.util
 import json
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import ROOT
 from nmt_lib.metrics import bleu_from_counts
+from nmt_lib.run.checkpoint import load_checkpoint
+from nmt_lib.run.corpus import ParallelCorpus
+from nmt_lib.run.trainer import train_run
+from nmt_lib.transformer import Transformer, TransformerConfig
+from speedrun.train import Resegmented, SpeedrunHooks, SpeedrunSettings, ema_checkpoint
+from test_average import tiny
+from test_subword import bpe_corpus
 
 
 def runner():
@@ -141,7 +151,7 @@ def test_a_resumed_record_trains_only_for_the_minutes_its_checkpoint_has_left(
     # the stub's training "fails" here
     with pytest.raises(SystemExit, match="go on with --resume"):
         run.run("quick", "a", "a change", None, ["--d-model", "64"], resume=True)
-    resumed = commands[0][commands[0].index("train") :]
+    resumed = commands[0][commands[0].index("speedrun/train.py") :]
     assert (
         "--resume" in resumed and resumed[resumed.index("--time-limit") + 1] == "18.00"
     )
@@ -153,8 +163,8 @@ def test_an_averaged_record_is_the_mean_of_the_final_and_last_epoch_ends_once_ea
     import os
     import subprocess
 
-    import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
+    import nmt_lib.run.average as average
 
     run = runner()
     monkeypatch.setattr(run, "ROOT", tmp_path)
@@ -191,8 +201,8 @@ def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_aver
 ):
     import subprocess
 
-    import nmt_lib.run.average as average
     import nmt_lib.run.checkpoint as checkpoint
+    import speedrun.train as average
 
     run = runner()
     monkeypatch.setattr(run, "ROOT", tmp_path)
@@ -222,3 +232,145 @@ def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_aver
     assert made == ["quick-a.pt"]
     with pytest.raises(SystemExit, match="--average and --ema"):  # before any training
         run.run("quick", "b", "a change", None, ["--ema", "0.999"], average=3)
+
+
+def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_exactly(
+    de_corpus, tmp_path
+):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    settings = dict(
+        epochs=3,
+        max_tokens=60,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=0,
+        ema=0.75,
+    )
+    weights = []  # the model after updates 1, 2 and 3, each from a run stopped there
+    for steps in (1, 2, 3):
+        model = tiny(corpus)
+        train_run(
+            model,
+            corpus,
+            SpeedrunSettings(max_steps=steps, **settings),
+            checkpoint=tmp_path / f"{steps}.pt",
+            report="none",
+            save_kwargs={"data": corpus.settings},
+            hooks_class=SpeedrunHooks,
+        )
+        weights.append(model.state_dict())
+    expected = {
+        k: 0.75 * (0.75 * w1 + 0.25 * weights[1][k]) + 0.25 * weights[2][k]
+        for k, w1 in weights[0].items()
+    }
+    ema = ema_checkpoint(tmp_path / "3.pt", tmp_path / "ema.pt")
+    for name, t in load_checkpoint(ema, device="cpu").model.state_dict().items():
+        torch.testing.assert_close(t, expected[name])
+    resumed = load_checkpoint(tmp_path / "2.pt", device="cpu")
+    train_run(
+        resumed.model,
+        corpus,
+        SpeedrunSettings(max_steps=3, **settings),
+        resume=resumed.payload,
+        checkpoint=tmp_path / "2.pt",
+        report="none",
+        save_kwargs={"data": corpus.settings},
+        hooks_class=SpeedrunHooks,
+    )
+    resumed_ema, straight_ema = (
+        torch.load(tmp_path / p, weights_only=True)["ema"] for p in ("2.pt", "3.pt")
+    )
+    assert resumed_ema.keys() == straight_ema.keys()
+    assert all(torch.equal(resumed_ema[k], straight_ema[k]) for k in straight_ema)
+    with pytest.raises(ValueError, match="keeps no moving average.*--ema"):
+        ema_checkpoint(tmp_path / "ema.pt", tmp_path / "again.pt")
+
+
+def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resumes(
+    tmp_path,
+):
+    corpus = ParallelCorpus(
+        bpe_corpus(tmp_path), tokenizer="bpe", vocab_size=400, shared_vocab=True
+    )
+    loader = Resegmented(corpus, 0.2, max_len=8).loader(
+        "train", batch_size=30, max_tokens=300, seed=1
+    )
+    usual, drawn = (
+        loader.batch_sampler.usual,
+        {},
+    )  # (source, target) pieces of each pair
+    for epoch in (1, 2, 1):
+        loader.batch_sampler.set_epoch(epoch)
+        assert [
+            len(b) for b in loader.batch_sampler
+        ] and loader.batch_sampler.lengths == loader.dataset.lengths()
+        drawn.setdefault(epoch, []).append((loader.dataset.src, loader.dataset.tgt))
+    assert drawn[1][0] == drawn[1][1] and drawn[1][0][0] != drawn[2][0][0] != usual[0]
+    spell = lambda pieces: [corpus.src_vocab.sp.decode(ids) for ids in pieces]
+    assert spell(drawn[2][0][0]) == spell(usual[0]) and spell(drawn[2][0][1]) == spell(
+        usual[1]
+    )
+    src, tgt = drawn[2][0]
+    kept = [(s, t) == u for s, t, u in zip(src, tgt, zip(*usual))]
+    # too long: the usual pieces
+    assert all(max(len(s), len(t)) < 8 or k for s, t, k in zip(src, tgt, kept))
+    assert any(max(len(s), len(t)) >= 8 for s, t in zip(src, tgt))  # and some were
+
+    def model():
+        torch.manual_seed(0)
+        return Transformer(
+            TransformerConfig(
+                400, 400, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=64
+            )
+        )
+
+    settings = dict(
+        epochs=3,
+        max_tokens=200,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=0,
+        bpe_dropout=0.2,
+    )
+    straight = model()
+    train_run(
+        straight,
+        corpus,
+        SpeedrunSettings(max_steps=28, **settings),
+        report="none",
+        hooks_class=SpeedrunHooks,
+    )
+    train_run(
+        model(),
+        corpus,
+        SpeedrunSettings(max_steps=24, **settings),
+        checkpoint=tmp_path / "run.pt",
+        report="none",
+        save_kwargs={"data": corpus.settings},
+        hooks_class=SpeedrunHooks,
+    )
+    ckpt = load_checkpoint(tmp_path / "run.pt")
+    # mid-epoch, not the first
+    assert (
+        ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0
+    )
+    train_run(
+        ckpt.model,
+        corpus,
+        SpeedrunSettings(max_steps=28, **settings),
+        resume=ckpt.payload,
+        report="none",
+        hooks_class=SpeedrunHooks,
+    )
+    for a, b in zip(straight.state_dict().values(), ckpt.model.state_dict().values()):
+        assert torch.equal(a, b)
+    plain = model()
+    train_run(
+        plain,
+        corpus,
+        SpeedrunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}),
+        report="none",
+        hooks_class=SpeedrunHooks,
+    )
+    # the pieces were drawn
+    assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)

@@ -4,11 +4,6 @@ epoch ends to average.
 
     python -m nmt_lib average --out runs/avg.pt \\
         runs/big.epoch25.pt runs/big.epoch26.pt runs/big.epoch27.pt
-
-A run trained with `--ema DECAY` keeps a moving average of its weights instead; `average
---ema` writes it out:
-
-    python -m nmt_lib average --ema --out runs/big.ema.pt runs/big.pt
 """
 
 import os
@@ -96,14 +91,6 @@ def add_parser(sub):
         help="checkpoints written by train",
     )
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument(
-        "--ema",
-        action="store_true",
-        help=(
-            "write instead the moving average of the weights that one "
-            "checkpoint of a run trained with --ema holds"
-        ),
-    )
     return p
 
 
@@ -184,55 +171,22 @@ def refuse_a_runs_checkpoint(out: Path):
         )
 
 
-def ema_checkpoint(path, out) -> Path:
-    """Write to `out` the moving average of the weights that the checkpoint at `path`
-    keeps (`train --ema`), as a model of its own (`weights_only`)."""
-    path, out = Path(path), Path(out)
-    # the run's own checkpoint among them: only it holds a moving average
-    refuse_a_runs_checkpoint(out)
-    # a usable checkpoint, or CheckpointError
-    payload = load_checkpoint(path, device="cpu").payload
-    if payload.get("ema") is None:
-        raise ValueError(
-            f"{path} keeps no moving average of its weights: train with --ema DECAY"
-            " (e.g. 0.999)"
-        )
-    weights = {
-        name.removeprefix("module."): t
-        for name, t in payload["ema"].items()
-        if name != "n_averaged"
-    }
-    return atomic_save(
-        weights_only(payload, weights, {"ema": payload["train"]["ema"]}), out
-    )
-
-
 def weights_only(payload: dict, state_dict: dict, averaged) -> dict:
-    """A checkpoint of averaged weights: `payload`'s settings and history, no training
-    state to resume, and "averaged": what the weights average (the updates of a mean, or
-    {"ema": decay})."""
+    """A checkpoint of averaged weights: `payload`'s model, settings and history, no
+    training state to resume, and "averaged": what the weights average (the updates of a
+    mean, say)."""
+    kept = ("format", "config", "parts", "src_vocab", "tgt_vocab", "tokenizer", "data")
     return {
-        **payload,
+        **{k: payload[k] for k in (*kept, "train", "progress") if k in payload},
         "state_dict": state_dict,
         "optimizer": None,
         "schedule": None,
         "scaler": None,
-        "ema": None,
         "averaged": averaged,
     }
 
 
 def average_command(args, parser) -> int:
-    if args.ema:
-        if len(args.checkpoints) != 1:
-            parser.error(
-                "average --ema takes one checkpoint, whose moving average it writes"
-            )
-        print(
-            f"wrote the moving average of {args.checkpoints[0]}'s weights to "
-            f"{ema_checkpoint(args.checkpoints[0], args.out)}"
-        )
-        return 0
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
     return 0

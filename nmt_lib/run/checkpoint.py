@@ -38,16 +38,15 @@ def save_checkpoint(
     optimizer=None,
     schedule=None,
     scaler=None,
-    ema=None,
+    **extras,
 ) -> Path:
     """Write everything needed to translate with, or resume, `model` into one file,
     atomically.
 
     `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler;
-    `scaler` the fp16 loss scaler (its scale and growth tracker), if it has one; `ema`
-    the state of the run's moving average of the weights (`train --ema`), if it keeps
-    one. Which model it is: the config, and `parts`, chapter 12's switches (None:
-    chapter 7's Transformer)."""
+    `scaler` the fp16 loss scaler (its scale and growth tracker), if it has one;
+    `extras`, entries of plain data and tensors a trainer adds. Which model it is: the
+    config, and `parts`, chapter 12's switches (None: chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
     return atomic_save(
         {
@@ -64,7 +63,7 @@ def save_checkpoint(
             "optimizer": state(optimizer),
             "schedule": state(schedule),
             "scaler": state(scaler),
-            "ema": ema,
+            **extras,
         },
         path,
     )

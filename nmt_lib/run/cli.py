@@ -10,6 +10,7 @@ import shlex
 import sys
 import time
 import warnings
+from functools import partial
 
 from nmt_lib.base.device import default_device, parse_device, use_threads
 from nmt_lib.loop import TrainingDiverged
@@ -32,7 +33,9 @@ from nmt_lib.run.testsets import TEST_SETS
 from nmt_lib.transformer import TransformerConfig
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(run_settings=RunSettings) -> argparse.ArgumentParser:
+    """The tools' options; `train` takes those of `run_settings` (`RunSettings`, or a
+    subclass with settings of its own)."""
     parser = argparse.ArgumentParser(
         prog="python -m nmt_lib",
         description="Train, use and evaluate the course's Transformer translator.",
@@ -78,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(t, CorpusSettings)
     add_settings(t, TransformerConfig, FAST)
     add_settings(t, ModernParts)
-    add_settings(t, RunSettings, FAST)
+    add_settings(t, run_settings, FAST)
 
     tr = sub.add_parser(
         "translate",
@@ -197,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def train_command(args, parser, hooks_class=None) -> int:
+    from nmt_lib.run import trainer  # the trainer, for train alone
+
+    return trainer.train_command(args, parser, hooks_class or trainer.RunHooks)
+
+
 def stdin_batches():
     """Standard input's lines: one at a time when typed at a terminal, else up to
     `SORTED_LINES` at once (`translate_lines` sorts them by length)."""
@@ -266,15 +275,11 @@ def evaluate_command(args, parser) -> int:
     return 0
 
 
-def train_command(args, parser) -> int:
-    from nmt_lib.run.trainer import train_command  # the trainer, for train alone
-
-    return train_command(args, parser)
-
-
-def main(argv=None) -> int:
-    """Entry point of `python -m nmt_lib`; returns the exit status."""
-    parser = build_parser()
+def main(argv=None, hooks_class=None) -> int:
+    """Entry point of `python -m nmt_lib`; returns the exit status. `hooks_class`, a
+    subclass of the trainer's `RunHooks`, trains with hooks and settings of its own."""
+    run_settings = getattr(hooks_class, "settings_class", RunSettings)
+    parser = build_parser(run_settings)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "length_penalty", 1.0) != 1.0 and args.beam == 1:
@@ -283,7 +288,7 @@ def main(argv=None) -> int:
             "--beam K (2 or more) too"
         )
     command = {
-        "train": train_command,
+        "train": partial(train_command, hooks_class=hooks_class),
         "translate": translate_command,
         "evaluate": evaluate_command,
         "average": average.average_command,

@@ -1,16 +1,14 @@
 """Any parallel corpus on disk as `NMTData`, with the raw references sacreBLEU scores
 against, and the way back from the course's tokens to text."""
 
-import copy
 import re
 import sys
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-import torch
 
-from nmt_lib.data import BucketSampler, NMTData, build_vocabs
+from nmt_lib.data import NMTData, build_vocabs
 from nmt_lib.base.course import setting
 from nmt_lib.base.download import file_sha1, fra_eng_path
 from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
@@ -160,8 +158,6 @@ class ParallelCorpus(NMTData):
     corpus).
     """
 
-    bpe_dropout, max_len = 0.0, None  # see `with_bpe_dropout`
-
     def __init__(self, path=None, *, vocabularies=None, **settings):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
         self.path = resolve_corpus(given.path)
@@ -287,50 +283,6 @@ class ParallelCorpus(NMTData):
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         return self
 
-    def with_bpe_dropout(self, dropout: float, max_len: int) -> "ParallelCorpus":
-        """This corpus, whose training loader segments the split anew at each epoch with
-        BPE-dropout (`Resegmenting`); a pair keeps its usual pieces where the drawn ones
-        need more than `max_len` positions.
-        """
-        if not isinstance(self.src_vocab, SubwordVocab) or not isinstance(
-            self.tgt_vocab, SubwordVocab
-        ):
-            raise ValueError(
-                "BPE-dropout samples subword pieces: it needs --tokenizer bpe"
-            )
-        other = copy.copy(self)
-        other.bpe_dropout, other.max_len = dropout, max_len
-        return other
-
-    def loader(
-        self, split: str = "train", batch_size: int = 64, **kwargs
-    ) -> torch.utils.data.DataLoader:
-        """`NMTData.loader`; under BPE-dropout, the training split's has a
-        `Resegmenting` sampler instead."""
-        loader = super().loader(split, batch_size, **kwargs)
-        if split != "train" or not self.bpe_dropout:
-            return loader
-        usual = loader.batch_sampler
-        if not isinstance(usual, BucketSampler):
-            raise ValueError(
-                "BPE-dropout draws new lengths each epoch: it needs length-bucketed"
-                " batches"
-            )
-        sampler = Resegmenting(
-            loader.dataset,
-            self.splits.train,
-            self.bpe_dropout,
-            self.max_len,
-            batch_size=usual.batch_size,
-            max_tokens=usual.max_tokens,
-            shuffle=usual.shuffle,
-            pool_batches=usual.pool // usual.batch_size,
-            seed=usual.seed,
-        )
-        return torch.utils.data.DataLoader(
-            loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn
-        )
-
     def drop_longer_than(self, max_len: int) -> dict:
         """Leave out of the train and valid splits every pair whose source or target,
         with its `<eos>` or `<bos>`, needs more than `max_len` positions (the model
@@ -356,53 +308,6 @@ class ParallelCorpus(NMTData):
             )
         self.splits = self.splits._replace(**kept)
         return dropped
-
-
-class Resegmenting(BucketSampler):
-    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut,
-    `set_epoch` segments every training pair anew by SentencePiece's sampling, which
-    skips each merge with probability `dropout`, and puts the pieces in `dataset` (its
-    `src` and `tgt` lists). A pair whose drawn pieces would need more than `max_len`
-    positions, or `max_tokens`, keeps its usual ones. The seed is the epoch's, so a
-    resumed run draws the same.
-    """
-
-    def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
-        self.dataset, self.pairs, self.dropout, self.max_len = (
-            dataset,
-            pairs,
-            dropout,
-            max_len,
-        )
-        self.usual = dataset.src, dataset.tgt
-        super().__init__(dataset.lengths(), **kwargs)
-
-    def set_epoch(self, epoch: int):
-        import sentencepiece as spm
-
-        super().set_epoch(epoch)
-        # SentencePiece's generator is the process's, seeded here; an encode on one
-        # thread draws from it in order
-        spm.set_random_generator_seed(self.seed + epoch)
-        self.dataset.src, self.dataset.tgt = (
-            vocab.sp.encode(
-                [pair[side] for pair in self.pairs],
-                enable_sampling=True,
-                alpha=self.dropout,
-                nbest_size=-1,
-                num_threads=1,
-            )
-            for side, vocab in enumerate(
-                (self.dataset.src_vocab, self.dataset.tgt_vocab)
-            )
-        )
-        limit = min(self.max_len, self.max_tokens or self.max_len)
-        fits = [n <= limit for n in self.dataset.lengths()]
-        self.dataset.src, self.dataset.tgt = (
-            [d if ok else u for d, u, ok in zip(drawn, usual, fits)]
-            for drawn, usual in zip((self.dataset.src, self.dataset.tgt), self.usual)
-        )
-        self.lengths = self.dataset.lengths()
 
 
 def french_spacing(targets) -> bool:

@@ -61,18 +61,6 @@ class RunSettings(TrainSettings):
     fast_dropout: bool = setting(
         False, "chapter 10's dropout: the same statistics from cheaper random numbers"
     )
-    ema: float = setting(
-        0.0,
-        "decay of an exponential moving average of the weights, updated after each "
-        "update and kept in the checkpoint; `average --ema` writes it out as a model "
-        "(0: none)",
-    )
-    bpe_dropout: float = setting(
-        0.0,
-        "BPE-dropout: segment the training split anew at each epoch, each merge "
-        "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
-        "needs --tokenizer bpe; 0: the usual pieces)",
-    )
     warmdown: float = setting(
         0.0,
         "the last fraction of the run's budget (--time-limit, else --max-steps) over "
@@ -97,12 +85,8 @@ class RunSettings(TrainSettings):
         for name in ("checkpoint_every", "keep_last"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.bpe_dropout < 1:
-            raise ValueError(f"bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
         if not 0 <= self.warmdown <= 1:
             raise ValueError(f"warmdown must be in [0, 1], got {self.warmdown}")
-        if not 0 <= self.ema < 1:
-            raise ValueError(f"ema must be in [0, 1), got {self.ema}")
         if self.warmdown and self.time_limit is None and self.max_steps is None:
             raise ValueError(
                 "warmdown needs a budget to end at: give --time-limit or --max-steps"
@@ -150,7 +134,9 @@ def add_settings(parser, cls, defaults: dict | None = None):
             continue
         names, dest = option(f)
         default = (defaults or {}).get(f.name, f.default)
-        shown = {None: "none", True: "on", False: "off"}.get(default, default)
+        shown = default
+        if default is None or isinstance(default, bool):
+            shown = {None: "none", True: "on", False: "off"}[default]
         kw = dict(dest=dest, default=argparse.SUPPRESS)
         kw["help"] = f"{f.metadata['help']} ({shown})"
         kinds = typing.get_args(f.type) or (f.type,)  # int | None -> (int, NoneType)

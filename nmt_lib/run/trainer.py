@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 from tqdm.auto import tqdm as auto_tqdm
 
@@ -184,15 +183,13 @@ def stop_on_signals(stop: StopRequest, announce):
             signal.signal(s, old)
 
 
-def restore(resume: dict, optimizer, schedule, scaler, ema, device) -> dict:
-    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale,
-    moving average of the weights and random-number states (the CPU's, and the GPU's on
-    CUDA, where dropout draws); returns its progress.
+def restore(resume: dict, optimizer, schedule, scaler, device) -> dict:
+    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale and
+    random-number states (the CPU's, and the GPU's on CUDA, where dropout draws);
+    returns its progress.
     """
     try:
         optimizer.load_state_dict(resume["optimizer"])
-        if ema is not None:
-            ema.load_state_dict(resume["ema"])
         schedule.load_state_dict(resume["schedule"])
         # fp16: the loss scale and its growth tracker
         if scaler.is_enabled() and resume.get("scaler"):
@@ -224,7 +221,12 @@ def sound(model, probe, settings, pad_id: int) -> bool:
 
 
 class RunHooks(Hooks):
-    """`fit`'s hooks for a run of the command line (see the module's docstring)."""
+    """`fit`'s hooks for a run of the command line (see the module's docstring). A
+    subclass may read settings of its own (`settings_class`, a subclass of
+    `RunSettings`), train on its own view of the corpus (`training_data`) and add to the
+    checkpoint (`extras`): the speedrun's does (speedrun/train.py)."""
+
+    settings_class = RunSettings
 
     def __init__(
         self,
@@ -264,22 +266,11 @@ class RunHooks(Hooks):
         self.schedule = noam_schedule(
             self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
         )
-        # the library's moving average: a copy of the model, lerped after each update
-        self.ema = None
-        if settings.ema:
-            self.ema = AveragedModel(
-                model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True
-            )
         self.progress = new_progress()
         # after building the schedule, which sets the rates that loading restores
         if self.resume is not None:
             self.progress = restore(
-                self.resume,
-                self.optimizer,
-                self.schedule,
-                self.scaler,
-                self.ema,
-                self.device,
+                self.resume, self.optimizer, self.schedule, self.scaler, self.device
             )
         if self.world > 1:
             # each rank its own dropout masks
@@ -350,8 +341,6 @@ class RunHooks(Hooks):
             left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
                 group["lr"] = rate * left
-        if self.ema is not None:
-            self.ema.update_parameters(model)
         if (
             self.settings.checkpoint_every
             and progress["step"] % self.settings.checkpoint_every == 0
@@ -417,6 +406,14 @@ class RunHooks(Hooks):
             else "nothing was saved"
         )
 
+    def training_data(self, model):
+        """The corpus as `fit` reads it (a subclass may segment it anew each epoch)."""
+        return self.data
+
+    def extras(self) -> dict:
+        """What a subclass adds to the checkpoint (plain data and tensors only)."""
+        return {}
+
     def save(self):
         """The checkpoint (rank 0 writes it), unless the weights can no longer
         translate."""
@@ -448,8 +445,8 @@ class RunHooks(Hooks):
                 optimizer=self.optimizer,
                 schedule=self.schedule,
                 scaler=self.scaler if self.scaler.is_enabled() else None,
-                ema=self.ema.state_dict() if self.ema is not None else None,
                 **self.save_kwargs,
+                **self.extras(),
             )
         # every rank knows what rank 0's checkpoint holds
         if self.checkpoint is not None:
@@ -466,17 +463,17 @@ def train_run(
     save_kwargs: dict | None = None,
     report: str = "auto",
     stop: StopRequest | None = None,
+    hooks_class=RunHooks,
 ) -> dict:
-    """Train `model` with chapter 9's `fit` and the command line's hooks: from `resume`
+    """Train `model` with chapter 9's `fit` and the command line's hooks (`hooks_class`,
+    `RunHooks` or a subclass of it): from `resume`
     (a checkpoint's payload) when given, writing `checkpoint` (a path) as it goes and
     when it stops. `settings.fast_dropout` swaps the model's dropout layers for
     `FastDropout` in place. Returns the progress; `progress["stopped"]` says why it
     stopped before its epochs ran out."""
     if settings.fast_dropout:
         use_fast_dropout(model)
-    if settings.bpe_dropout:
-        data = data.with_bpe_dropout(settings.bpe_dropout, model.cfg.max_len)
-    hooks = RunHooks(
+    hooks = hooks_class(
         data,
         settings,
         resume=resume,
@@ -493,7 +490,7 @@ def train_run(
             hooks.begin(model, settings)
             progress, hooks.stopped = hooks.progress, "max_steps"
         else:
-            progress = fit(model, data, settings, hooks=hooks)
+            progress = fit(model, hooks.training_data(model), settings, hooks=hooks)
         progress["stopped"] = hooks.stopped
         hooks.save()
     except TrainingDiverged as e:
@@ -536,20 +533,18 @@ def held_out_line(progress: dict, has_valid: bool) -> str:
 # ----------------------------------------------
 
 
-def new_settings(args, parser) -> tuple[RunSettings, dict, dict, ModernParts]:
+def new_settings(
+    args, parser, settings_class=RunSettings
+) -> tuple[RunSettings, dict, dict, ModernParts]:
     """The settings of a run that starts now, checked before anything is read, written
     or locked."""
     try:
-        settings = RunSettings(**given(args, RunSettings, FAST))
+        settings = settings_class(**given(args, settings_class, FAST))
         model_options = given(args, TransformerConfig, FAST)
         parts = ModernParts(**given(args, ModernParts))
         TransformerConfig(1, 1, **model_options)  # checked before the corpus is read
         corpus_options = given(args, CorpusSettings)
         CorpusSettings(**corpus_options)
-        if settings.bpe_dropout and corpus_options.get("tokenizer") != "bpe":
-            raise ValueError(
-                "--bpe-dropout samples subword pieces: it needs --tokenizer bpe"
-            )
         if model_options.get("tie_embeddings") and not corpus_options.get(
             "shared_vocab"
         ):
@@ -580,14 +575,16 @@ def new_run(
     return settings, corpus, model.to(device)
 
 
-def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
+def resume_differences(
+    args, resume: dict, saved_train: dict, settings_class=RunSettings
+) -> list[str]:
     """The options given for a resumed run whose values differ from the run's own (only
     RESUMABLE may)."""
     differ = []
     for cls, stored in (
         (TransformerConfig, resume["config"]),
         (ModernParts, resume.get("parts") or {}),
-        (RunSettings, saved_train),
+        (settings_class, saved_train),
         (CorpusSettings, resume["data"]),
     ):
         for f in fields(cls):
@@ -599,20 +596,22 @@ def resume_differences(args, resume: dict, saved_train: dict) -> list[str]:
     return differ
 
 
-def train_command(args, parser) -> int:
-    fresh = None if args.resume else new_settings(args, parser)  # bad: nothing touched
+def train_command(args, parser, hooks_class=RunHooks) -> int:
+    settings_class = hooks_class.settings_class
+    # bad settings: nothing read, written or locked
+    fresh = None if args.resume else new_settings(args, parser, settings_class)
     out = Path(args.out).expanduser().resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     if launched_by_torchrun():  # one of several data-parallel processes
         args.device = join_process_group(args.device)
     try:
         with run_lock(out) if rank_and_world()[0] == 0 else nullcontext():  # rank 0
-            return train_locked(args, out, fresh)
+            return train_locked(args, out, fresh, hooks_class)
     finally:
         leave_process_group()
 
 
-def resumed_run(args, out: Path):
+def resumed_run(args, out: Path, settings_class=RunSettings):
     """The settings, corpus, model and checkpoint payload of the run saved in `out`,
     with the options a resumed run may change."""
     ckpt = load_checkpoint(out, device=args.device)
@@ -627,15 +626,15 @@ def resumed_run(args, out: Path):
             )
         )
     saved = resume["train"]
-    if differ := resume_differences(args, resume, saved):
+    if differ := resume_differences(args, resume, saved, settings_class):
         raise ValueError(
             "--resume goes on with the run as it started, but these options "
             "differ from it: "
             + "; ".join(differ)
             + ". Leave them out, or start a new run with another --out"
         )
-    changes = {k: v for k, v in given(args, RunSettings).items() if k in RESUMABLE}
-    settings = RunSettings(**{**saved, "time_limit": None, **changes})
+    changes = {k: v for k, v in given(args, settings_class).items() if k in RESUMABLE}
+    settings = settings_class(**{**saved, "time_limit": None, **changes})
     corpus = ParallelCorpus.from_settings(
         resume["data"],
         getattr(args, "data", None),
@@ -649,10 +648,12 @@ def resumed_run(args, out: Path):
     return settings, corpus, ckpt.model, resume
 
 
-def train_locked(args, out: Path, fresh: tuple | None) -> int:
+def train_locked(args, out: Path, fresh: tuple | None, hooks_class=RunHooks) -> int:
     resume = None
     if args.resume:
-        settings, corpus, model, resume = resumed_run(args, out)
+        settings, corpus, model, resume = resumed_run(
+            args, out, hooks_class.settings_class
+        )
     else:
         if out.exists() or kept_epochs(out):
             raise FileExistsError(
@@ -694,6 +695,7 @@ def train_locked(args, out: Path, fresh: tuple | None) -> int:
             save_kwargs={"data": corpus.settings},
             report=args.progress,
             stop=stop,
+            hooks_class=hooks_class,
         )
     if progress["stopped"] not in (None, "max_steps", "time_limit"):  # a signal
         say(

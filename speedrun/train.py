@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""`python -m nmt_lib train` with what the speedrun's records tried besides: a moving
+average of the weights (`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`). Every other
+option is the library's, and a run resumes as the library's do.
+
+    python speedrun/train.py --out runs/ema.pt --ema 0.999 --time-limit 30 ...
+    python speedrun/train.py --ema-out runs/ema.pt runs/ema.ema.pt  # the average alone
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nmt_lib.base.cache import atomic_save  # noqa: E402
+from nmt_lib.base.course import setting  # noqa: E402
+from nmt_lib.data import BucketSampler  # noqa: E402
+from nmt_lib.run import cli  # noqa: E402
+from nmt_lib.run.average import refuse_a_runs_checkpoint, weights_only  # noqa: E402
+from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
+from nmt_lib.run.settings import RunSettings  # noqa: E402
+from nmt_lib.run.trainer import RunHooks  # noqa: E402
+from nmt_lib.subword import SubwordVocab  # noqa: E402
+
+
+@dataclass
+class SpeedrunSettings(RunSettings):
+    ema: float = setting(
+        0.0,
+        "decay of an exponential moving average of the weights, updated after each "
+        "update and kept in the checkpoint (0: none)",
+    )
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: segment the training split anew at each epoch, each merge "
+        "skipped with this probability (SentencePiece's sampling; 0.1 in its paper; "
+        "needs --tokenizer bpe; 0: the usual pieces)",
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not (0 <= self.ema < 1 and 0 <= self.bpe_dropout < 1):
+            raise ValueError(
+                f"ema and bpe_dropout must be in [0, 1), got {self.ema} and "
+                f"{self.bpe_dropout}"
+            )
+
+
+class Resegmenting(BucketSampler):
+    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut,
+    `set_epoch` segments every training pair anew by SentencePiece's sampling, which
+    skips each merge with probability `dropout`, and puts the pieces in `dataset`. A
+    pair whose drawn pieces would need more than `max_len` positions, or `max_tokens`,
+    keeps its usual ones. The seed is the epoch's, so a resumed run draws the same."""
+
+    def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
+        self.dataset, self.pairs = dataset, pairs
+        self.dropout, self.max_len = dropout, max_len
+        self.usual = dataset.src, dataset.tgt
+        super().__init__(dataset.lengths(), **kwargs)
+
+    def set_epoch(self, epoch: int):
+        import sentencepiece as spm
+
+        super().set_epoch(epoch)
+        # SentencePiece's generator is the process's, seeded here; an encode on one
+        # thread draws from it in order
+        spm.set_random_generator_seed(self.seed + epoch)
+        vocabs = self.dataset.src_vocab, self.dataset.tgt_vocab
+        drawn = [
+            vocab.sp.encode(
+                [pair[side] for pair in self.pairs],
+                enable_sampling=True,
+                alpha=self.dropout,
+                nbest_size=-1,
+                num_threads=1,
+            )
+            for side, vocab in enumerate(vocabs)
+        ]
+        self.dataset.src, self.dataset.tgt = drawn
+        limit = min(self.max_len, self.max_tokens or self.max_len)
+        fits = [n <= limit for n in self.dataset.lengths()]
+        self.dataset.src, self.dataset.tgt = (
+            [d if ok else u for d, u, ok in zip(new, usual, fits)]
+            for new, usual in zip(drawn, self.usual)
+        )
+        self.lengths = self.dataset.lengths()
+
+
+class Resegmented:
+    """A corpus whose training loader draws new subword pieces each epoch
+    (`Resegmenting`); everything else is the corpus's own."""
+
+    def __init__(self, corpus, dropout: float, max_len: int):
+        if not isinstance(corpus.tgt_vocab, SubwordVocab):
+            raise ValueError(
+                "--bpe-dropout samples subword pieces: give --tokenizer bpe"
+            )
+        self.corpus, self.dropout, self.max_len = corpus, dropout, max_len
+
+    def __getattr__(self, name):
+        return getattr(self.corpus, name)
+
+    def loader(self, split: str = "train", batch_size: int = 64, **kwargs):
+        loader = self.corpus.loader(split, batch_size, **kwargs)
+        if split != "train":
+            return loader
+        usual = loader.batch_sampler
+        sampler = Resegmenting(
+            loader.dataset,
+            self.corpus.splits.train,
+            self.dropout,
+            self.max_len,
+            batch_size=usual.batch_size,
+            max_tokens=usual.max_tokens,
+            shuffle=usual.shuffle,
+            pool_batches=usual.pool // usual.batch_size,
+            seed=usual.seed,
+        )
+        return torch.utils.data.DataLoader(
+            loader.dataset, batch_sampler=sampler, collate_fn=loader.collate_fn
+        )
+
+
+class SpeedrunHooks(RunHooks):
+    """The library's hooks, and the moving average and BPE-dropout."""
+
+    settings_class = SpeedrunSettings
+
+    def begin(self, model, settings):
+        started = super().begin(model, settings)
+        self.ema = None  # a copy of the model, lerped after each update
+        if settings.ema:
+            decay = get_ema_multi_avg_fn(settings.ema)
+            self.ema = AveragedModel(model, multi_avg_fn=decay, use_buffers=True)
+            if self.resume is not None:
+                self.ema.load_state_dict(self.resume["ema"])
+        return started
+
+    def training_data(self, model):
+        if not self.settings.bpe_dropout:
+            return self.data
+        return Resegmented(self.data, self.settings.bpe_dropout, model.cfg.max_len)
+
+    def after_update(self, model, optimizer, schedule, progress) -> bool:
+        if self.ema is not None:  # before the checkpoint the update may write
+            self.ema.update_parameters(model)
+        return super().after_update(model, optimizer, schedule, progress)
+
+    def extras(self) -> dict:
+        return {"ema": self.ema.state_dict() if self.ema is not None else None}
+
+
+def ema_checkpoint(path, out) -> Path:
+    """Write to `out` the moving average of the weights that the checkpoint at `path`
+    keeps (`--ema`), as a model of its own, which translates like any checkpoint."""
+    path, out = Path(path), Path(out)
+    refuse_a_runs_checkpoint(out)
+    payload = load_checkpoint(path, device="cpu").payload
+    if payload.get("ema") is None:
+        raise ValueError(
+            f"{path} keeps no moving average of its weights: train with "
+            "--ema DECAY (e.g. 0.999)"
+        )
+    weights = {
+        name.removeprefix("module."): t
+        for name, t in payload["ema"].items()
+        if name != "n_averaged"
+    }
+    averaged = {"ema": payload["train"]["ema"]}
+    return atomic_save(weights_only(payload, weights, averaged), out)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--ema-out"] and len(argv) == 3:
+        print(f"wrote {ema_checkpoint(argv[1], argv[2])}")
+        return 0
+    return cli.main(["train", *argv], hooks_class=SpeedrunHooks)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
