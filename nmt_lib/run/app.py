@@ -71,8 +71,6 @@ def explore(
     """
     if not text or not text.strip():
         raise ValueError("Type an English sentence first.")
-    if max_src_len < 1:
-        raise ValueError(f"max_src_len must be at least 1, got {max_src_len}")
     tokens = src_vocab.split(prepare(text.strip()))
     if not any(ch.isalnum() for t in tokens for ch in t):
         raise ValueError("There is only punctuation here: nothing to translate.")
@@ -95,39 +93,23 @@ def explore(
         )
     device = model_device(model)
     ids = src_vocab[tokens] + [src_vocab.eos_id]
-    src, src_len = (
-        torch.tensor([ids], device=device),
-        torch.tensor([len(ids)], device=device),
-    )
+    src = torch.tensor([ids], device=device)
+    src_len = torch.tensor([len(ids)], device=device)
     bos, eos = tgt_vocab.bos_id, tgt_vocab.eos_id
+    search = dict(bos_id=bos, eos_id=eos, max_len=max_len)
     hypotheses = []
     if beam_size > 1:
         out, nodes = beam_trace(
-            model,
-            ids,
-            bos_id=bos,
-            eos_id=eos,
-            beam_size=beam_size,
-            max_len=max_len,
-            alpha=alpha,
-            show=0,
+            model, ids, beam_size=beam_size, alpha=alpha, show=0, **search
         )
         for j, node in enumerate(nodes):
-            if not node.get("final"):
-                continue
-            path = [t for t in trace_path(nodes, j)[1:] if t != eos]
-            hypotheses.append(
-                (
-                    tgt_vocab.detokenize(tgt_vocab.to_tokens(path)),
-                    node["logp"],
-                    node["score"],
-                )
-            )
+            if node.get("final"):
+                path = [t for t in trace_path(nodes, j)[1:] if t != eos]
+                text = tgt_vocab.detokenize(tgt_vocab.to_tokens(path))
+                hypotheses.append((text, node["logp"], node["score"]))
         hypotheses.sort(key=lambda h: -h[2])
     else:
-        out = greedy_decode_fast(
-            model, src, src_len, bos_id=bos, eos_id=eos, max_len=max_len
-        ).tokens[0]
+        out = greedy_decode_fast(model, src, src_len, **search).tokens[0]
     ended = len(out) < max_len
     tgt_in = torch.tensor([[bos] + out], device=device)
     # (L, H, Tq, Tk)
@@ -158,12 +140,7 @@ def token_labels(exp: Exploration, key: str) -> tuple:
 
 
 def draw_attention(
-    exp: Exploration,
-    kind: str = "cross-attention",
-    layer: int = 1,
-    head=None,
-    *,
-    size=4.2,
+    exp: Exploration, kind="cross-attention", layer=1, head=None, *, size=4.2
 ):
     """One heatmap of `exp`: `kind` (a key of KINDS), `layer` and `head` counted from 1;
     `head=None` averages the layer's heads. Returns the figure."""
@@ -179,16 +156,16 @@ def draw_attention(
     matrix = weights.mean(0) if head is None else weights[head - 1]
     x, y = token_labels(exp, key)
     which = "average of the heads" if head is None else f"head {head}"
-    fig = show_heatmaps(
+    title = f"{kind}, layer {layer}, {which}"
+    return show_heatmaps(
         matrix[None, None],
         xlabel,
         ylabel,
-        titles=[f"{kind}, layer {layer}, {which}"],
+        titles=[title],
         x_tokens=x,
         y_tokens=y,
         figsize=(size, size * 0.85),
     )
-    return fig
 
 
 def figure_png(fig, dpi: int = 80) -> bytes:
