@@ -43,11 +43,11 @@ class SpeedrunSettings(RunSettings):
 
     def __post_init__(self):
         super().__post_init__()
-        if not (0 <= self.ema < 1 and 0 <= self.bpe_dropout < 1):
-            raise ValueError(
-                f"ema and bpe_dropout must be in [0, 1), got {self.ema} and "
-                f"{self.bpe_dropout}"
-            )
+        for name, example in (("ema", 0.999), ("bpe_dropout", 0.1)):
+            if not 0 <= (value := getattr(self, name)) < 1:
+                raise ValueError(
+                    f"{name} must be in [0, 1), e.g. {example}, got {value}"
+                )
 
 
 class Resegmenting(BucketSampler):

@@ -206,10 +206,10 @@ def train_command(args, parser, hooks_class=None) -> int:
     return trainer.train_command(args, parser, hooks_class or trainer.RunHooks)
 
 
-def stdin_batches():
-    """Standard input's lines: one at a time when typed at a terminal, else up to
-    `SORTED_LINES` at once (`translate_lines` sorts them by length)."""
-    size = 1 if sys.stdin.isatty() else SORTED_LINES
+def stdin_batches(size: int):
+    """Standard input's lines: one at a time when typed at a terminal, else up to `size`
+    at once (`translate_lines` sorts them by length)."""
+    size = 1 if sys.stdin.isatty() else size
     batch = []
     for line in sys.stdin:
         batch.append(line)
@@ -225,7 +225,7 @@ def translate_command(args, parser) -> int:
     ckpt = int8(ckpt) if args.int8 else ckpt
     warn = lambda message: sys.stderr.write(f"{parser.prog} translate: {message}\n")
     done = 0
-    for lines in stdin_batches():
+    for lines in stdin_batches(max(args.batch_size, SORTED_LINES)):
         out = translate_lines(
             ckpt,
             lines,

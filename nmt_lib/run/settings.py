@@ -30,7 +30,7 @@ def check_choices(settings):
     `choices` (None is always allowed where it is the default)."""
     for f in fields(settings):
         value, choices = getattr(settings, f.name), f.metadata.get("choices")
-        if choices and value not in choices and not (value is None is f.default):
+        if choices and value not in choices and (value, f.default) != (None, None):
             raise ValueError(
                 f"{f.name} must be one of {', '.join(choices)}, got {value!r}"
             )
@@ -86,7 +86,9 @@ class RunSettings(TrainSettings):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.warmdown <= 1:
-            raise ValueError(f"warmdown must be in [0, 1], got {self.warmdown}")
+            raise ValueError(
+                f"warmdown must be in [0, 1], e.g. 0.2, got {self.warmdown}"
+            )
         if self.warmdown and self.time_limit is None and self.max_steps is None:
             raise ValueError(
                 "warmdown needs a budget to end at: give --time-limit or --max-steps"

@@ -118,10 +118,9 @@ def progress_bar(total: int, desc: str, mode: str = "auto", **kwargs) -> tqdm:
             ascii=True,
             **kwargs,
         )
-    if mode == "none" or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"):
-        kwargs["disable"] = (
-            True  # tqdm's own switch, which its notebook bar does not read
-        )
+    off = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
+    if mode == "none" or off:
+        kwargs["disable"] = True  # tqdm's own switch, which its notebook bar ignores
     bar = auto_tqdm if mode == "auto" else tqdm
     return bar(total=total, desc=desc, file=sys.stderr, **kwargs)
 
@@ -371,8 +370,8 @@ class RunHooks(Hooks):
         return progress_bar(total, desc, mode, initial=initial, unit="batch")
 
     def say(self, line: str):
-        if self.rank == 0 and self.report != "none":
-            print(line, file=sys.stderr, flush=True)
+        if self.report != "none":
+            say(line + "\n")
 
     def stop_reason(self) -> str | None:
         """Why to stop now, the same on every rank: a stop request, max_steps or the
