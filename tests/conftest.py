@@ -1,11 +1,13 @@
-"""Shared by the tests: the tools on the import path, one small corpus, the command line
-and tqdm as a test reads them, and the `slow` marker."""
+"""Shared by the tests: the tools on the import path, one small corpus, a tiny
+Transformer for it, the command line and tqdm as a test reads them, and the `slow`
+marker."""
 
 import inspect
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -52,6 +54,25 @@ def german_lines() -> list[str]:
                 f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test"
             )
     return lines
+
+
+def tiny_model(corpus, dropout=0.1):
+    """A one-layer Transformer of width 16 for `corpus`, the same weights every call."""
+    from nmt_lib.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(3)
+    return Transformer(
+        TransformerConfig(
+            len(corpus.src_vocab),
+            len(corpus.tgt_vocab),
+            d_model=16,
+            n_heads=2,
+            d_ff=32,
+            n_layers=1,
+            dropout=dropout,
+            max_len=32,
+        )
+    )
 
 
 def cli_call(capsys, *args) -> tuple[int, str, str]:

@@ -8,29 +8,14 @@ import os
 import pytest
 import torch
 
+from conftest import tiny_model
 from nmt_lib.run.average import average_checkpoints, epoch_checkpoint
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import RunSettings, train_run
-from nmt_lib.transformer import Transformer, TransformerConfig
 
 
-def tiny(corpus, seed=3):
-    torch.manual_seed(seed)
-    return Transformer(
-        TransformerConfig(
-            len(corpus.src_vocab),
-            len(corpus.tgt_vocab),
-            d_model=16,
-            n_heads=2,
-            d_ff=32,
-            n_layers=1,
-            max_len=32,
-        )
-    )
-
-
-def train(corpus, out, epochs=4, keep_last=2, seed=3):
+def train(corpus, out, epochs=4, keep_last=2):
     settings = RunSettings(
         epochs=epochs,
         max_tokens=60,
@@ -40,7 +25,7 @@ def train(corpus, out, epochs=4, keep_last=2, seed=3):
         keep_last=keep_last,
     )
     return train_run(
-        tiny(corpus, seed),
+        tiny_model(corpus),
         corpus,
         settings,
         checkpoint=out,

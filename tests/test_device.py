@@ -18,7 +18,7 @@ from nmt_lib.base.device import DeviceError, default_device
 from nmt_lib.run.trainer import RunSettings
 from nmt_lib.training import TrainSettings, batch_loss
 from nmt_lib.transformer import Transformer, TransformerConfig
-from test_training import tiny_model
+from conftest import tiny_model
 
 cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),

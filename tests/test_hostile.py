@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import cli_call, german_lines
+from conftest import cli_call, german_lines, tiny_model
 from nmt_lib.base import cache
 from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run import checkpoint, cli, trainer
@@ -104,25 +104,11 @@ def test_an_fp16_run_resumes_with_its_loss_scale_bit_for_bit(de_corpus, tmp_path
         precision="fp16",
     )
 
-    def model():
-        torch.manual_seed(3)
-        return Transformer(
-            TransformerConfig(
-                len(corpus.src_vocab),
-                len(corpus.tgt_vocab),
-                d_model=16,
-                n_heads=2,
-                d_ff=32,
-                n_layers=1,
-                max_len=32,
-            )
-        )
-
-    straight = model()
+    straight = tiny_model(corpus)
     train_run(straight, corpus, RunSettings(max_steps=12, **base), report="none")
     path = tmp_path / "h.pt"
     train_run(
-        model(),
+        tiny_model(corpus),
         corpus,
         RunSettings(max_steps=6, **base),
         checkpoint=path,

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, tiny_model
 from nmt_lib.metrics import bleu_from_counts
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.trainer import train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 from speedrun.train import Resegmented, SpeedrunHooks, SpeedrunSettings, ema_checkpoint
-from test_average import tiny
 from test_subword import bpe_corpus
 
 
@@ -248,7 +247,7 @@ def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_
     )
     weights = []  # the model after updates 1, 2 and 3, each from a run stopped there
     for steps in (1, 2, 3):
-        model = tiny(corpus)
+        model = tiny_model(corpus)
         train_run(
             model,
             corpus,

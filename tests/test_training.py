@@ -28,27 +28,10 @@ from nmt_lib.training import (
     noam_schedule,
     smoothed_targets,
 )
-from nmt_lib.transformer import Transformer, TransformerConfig
 
-from conftest import cli_call, german_lines, last_drawings
+from conftest import cli_call, german_lines, last_drawings, tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def tiny_model(corpus, dropout=0.1):
-    torch.manual_seed(3)
-    return Transformer(
-        TransformerConfig(
-            len(corpus.src_vocab),
-            len(corpus.tgt_vocab),
-            d_model=16,
-            n_heads=2,
-            d_ff=32,
-            n_layers=1,
-            dropout=dropout,
-            max_len=32,
-        )
-    )
 
 
 def test_noam_lr_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
