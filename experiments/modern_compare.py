@@ -81,7 +81,6 @@ def row(label: str, ckpt, corpus) -> dict:
         "test_chrf": round(test["chrf"], 2),
         "valid_signature": valid["signature"],
         "test_signature": test["signature"],
-        "machine": progress["sessions"][-1]["machine"],
         "scoring_seconds": round(time.perf_counter() - start, 1),
     }
 

@@ -1,34 +1,43 @@
 #!/usr/bin/env python3
-"""`python -m nmt_lib train` with what the speedrun's records tried besides: a moving
-average of the weights (`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`). Every other
-option is the library's, and a run resumes as the library's do.
+"""`python -m nmt_lib train` with what the speedrun's records tried besides: a
+warm-down of the learning rate (`--warmdown F`), a moving average of the weights
+(`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`); and each checkpoint records its
+run's sittings, where each stretch of training computed, for a record (or assignment 3's
+rules) to say. Every other option is the library's, and a run resumes as the library's
+do.
 
-    python speedrun/train.py --out runs/ema.pt --ema 0.999 --time-limit 30 ...
-    python speedrun/train.py --ema-out runs/ema.pt runs/ema.ema.pt  # the average alone
+    python -m speedrun.train --out runs/ema.pt --ema 0.999 --time-limit 30 ...
+    python -m speedrun.train --ema-out runs/ema.pt runs/ema.ema.pt  # the average alone
 """
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nmt_lib.base.cache import atomic_save  # noqa: E402
-from nmt_lib.base.course import setting  # noqa: E402
-from nmt_lib.data import BucketSampler  # noqa: E402
-from nmt_lib.run import cli  # noqa: E402
-from nmt_lib.run.average import refuse_a_runs_checkpoint, weights_only  # noqa: E402
-from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
-from nmt_lib.run.settings import RunSettings  # noqa: E402
-from nmt_lib.run.trainer import RunHooks  # noqa: E402
-from nmt_lib.subword import SubwordVocab  # noqa: E402
+from nmt_lib.base.cache import atomic_save
+from nmt_lib.base.course import setting
+from nmt_lib.data import BucketSampler
+from nmt_lib.run import cli
+from nmt_lib.run.average import refuse_a_runs_checkpoint, weights_only
+from nmt_lib.run.checkpoint import load_checkpoint
+from nmt_lib.run.parallel import all_sum
+from nmt_lib.run.records import cpu_name
+from nmt_lib.run.settings import RunSettings
+from nmt_lib.run.trainer import RunHooks
+from nmt_lib.subword import SubwordVocab
 
 
 @dataclass
 class SpeedrunSettings(RunSettings):
+    warmdown: float = setting(
+        0.0,
+        "the last fraction of the run's budget (--time-limit, else --max-steps) over "
+        "which the learning rate falls linearly to zero, e.g. 0.2 (0: none)",
+    )
     ema: float = setting(
         0.0,
         "decay of an exponential moving average of the weights, updated after each "
@@ -48,6 +57,40 @@ class SpeedrunSettings(RunSettings):
                 raise ValueError(
                     f"{name} must be in [0, 1), e.g. {example}, got {value}"
                 )
+        if not 0 <= self.warmdown <= 1:
+            raise ValueError(
+                f"warmdown must be in [0, 1], e.g. 0.2, got {self.warmdown}"
+            )
+        if self.warmdown and self.time_limit is None and self.max_steps is None:
+            raise ValueError(
+                "warmdown needs a budget to end at: give --time-limit or --max-steps"
+            )
+
+
+def new_sitting(progress: dict, device, world: int) -> dict:
+    """A stretch of a run that starts now: where it computes (CPU or GPU, threads,
+    processes) from which update. `close_sitting` enters it in `progress["sessions"]`
+    once it has made an update."""
+    if device.type == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        where = cpu_name() if device.type == "cpu" else device.type
+    processes = f", {world} processes" if world > 1 else ""
+    return {
+        "from_update": progress["step"],
+        "to_update": progress["step"],
+        "seconds": 0.0,
+        "machine": f"{where}, {torch.get_num_threads()} threads{processes}",
+    }
+
+
+def close_sitting(progress: dict, sitting: dict, seconds: float):
+    """Bring `sitting` up to date; it joins `progress["sessions"]` at its first
+    update."""
+    sitting.update(to_update=progress["step"], seconds=round(seconds, 1))
+    sittings = progress.setdefault("sessions", [])
+    if sitting["to_update"] > sitting["from_update"] and sitting not in sittings:
+        sittings.append(sitting)
 
 
 class Resegmenting(BucketSampler):
@@ -127,7 +170,8 @@ class Resegmented:
 
 
 class SpeedrunHooks(RunHooks):
-    """The library's hooks, and the moving average and BPE-dropout."""
+    """The library's hooks, and the warm-down, the moving average, BPE-dropout and the
+    sittings."""
 
     settings_class = SpeedrunSettings
 
@@ -139,6 +183,7 @@ class SpeedrunHooks(RunHooks):
             self.ema = AveragedModel(model, multi_avg_fn=decay, use_buffers=True)
             if self.resume is not None:
                 self.ema.load_state_dict(self.resume["ema"])
+        self.sitting = new_sitting(self.progress, self.device, self.world)
         return started
 
     def training_data(self, model):
@@ -147,9 +192,30 @@ class SpeedrunHooks(RunHooks):
         return Resegmented(self.data, self.settings.bpe_dropout, model.cfg.max_len)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        if self.ema is not None:  # before the checkpoint the update may write
+        # before the checkpoint the update may write
+        if self.ema is not None:
             self.ema.update_parameters(model)
+        if self.settings.warmdown:  # the next update's rate: the schedule's, times
+            left = self.warmdown_left(progress["step"])  # what the warm-down leaves
+            for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
+                group["lr"] = rate * left
         return super().after_update(model, optimizer, schedule, progress)
+
+    def warmdown_left(self, step: int) -> float:
+        """1 until the last `warmdown` fraction of the budget, then falling linearly to
+        0 at its end. The budget is the time limit (counting the minutes of earlier
+        sittings; each rank takes the ranks' mean, so all agree), else max_steps."""
+        if self.settings.time_limit is not None:
+            spent = self.spent_before + time.perf_counter() - self.start
+            budget = self.spent_before + 60 * self.settings.time_limit
+            done = all_sum(spent / budget, device=self.device)[0] / self.world
+        else:
+            done = step / self.settings.max_steps
+        return min(1.0, max(0.0, (1 - done) / self.settings.warmdown))
+
+    def save(self):
+        close_sitting(self.progress, self.sitting, time.perf_counter() - self.start)
+        super().save()
 
     def extras(self) -> dict:
         return {"ema": self.ema.state_dict() if self.ema is not None else None}

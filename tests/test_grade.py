@@ -567,7 +567,7 @@ def a3_runs(tmp_path_factory):
     few updates the 3 s made); a second seed is a copy with its seed changed and a
     little noise (its figures are then about its first seed's)."""
     from nmt_lib.checks.assignments import REFERENCE
-    from nmt_lib.run.cli import main as nmt
+    from speedrun.train import main as train
 
     folder = tmp_path_factory.mktemp("a3") / "runs" / "a3"
     options = REFERENCE.replace("40000", "6000").split() + ["--progress", "none"]
@@ -577,10 +577,7 @@ def a3_runs(tmp_path_factory):
     ):
         out = folder / f"{name}.seed1.pt"
         assert (
-            nmt(
-                ["train", "--out", str(out), *options, *change, "--time-limit", minutes]
-            )
-            == 0
+            train(["--out", str(out), *options, *change, "--time-limit", minutes]) == 0
         )
     for i, (name, source, setting, noise) in enumerate(
         (
@@ -642,7 +639,12 @@ def edited(folder, tmp_path, name, change):
             lambda p: p["progress"]["sessions"][0].update(
                 machine="AMD EPYC, 2 cores, 8 threads"
             ),
-            "every session runs on the CPU with --threads 2",
+            "every sitting runs on the CPU with --threads 2",
+        ),
+        (
+            "smooth.seed2",
+            lambda p: p["progress"].pop("sessions"),
+            "smooth.seed2 does not say where it trained",
         ),
         (
             "reference.seed2",

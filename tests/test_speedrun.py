@@ -1,7 +1,7 @@
 """The speedrun: its record table (speedrun/run.py), each record beside the one it
 builds on with the gain's paired-bootstrap interval (chapter 4a) over the test
 sentences; and its trainer (speedrun/train.py), the library's with a moving average of
-the weights and BPE-dropout."""
+the weights, BPE-dropout, a warm-down and the record of a run's sittings."""
 
 import importlib.util
 import json
@@ -14,7 +14,9 @@ from conftest import ROOT, tiny_model
 from nmt_lib.metrics import bleu_from_counts
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
-from nmt_lib.run.trainer import train_run
+from nmt_lib.run.records import cpu_name
+from nmt_lib.run.trainer import StopRequest, train_run
+from nmt_lib.training import noam_lr
 from nmt_lib.transformer import Transformer, TransformerConfig
 from speedrun.train import Resegmented, SpeedrunHooks, SpeedrunSettings, ema_checkpoint
 from test_subword import bpe_corpus
@@ -373,3 +375,102 @@ def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resum
     )
     # the pieces were drawn
     assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)
+
+
+def test_a_run_records_where_each_stretch_of_it_computed(de_corpus, tmp_path):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    model = lambda: tiny_model(corpus)
+    settings = lambda steps: SpeedrunSettings(
+        epochs=5, max_steps=steps, max_tokens=60, tokens_per_update=100, warmup=3
+    )
+    out, kw = (
+        tmp_path / "run.pt",
+        dict(
+            report="none",
+            save_kwargs={"data": corpus.settings},
+            hooks_class=SpeedrunHooks,
+        ),
+    )
+    first = train_run(model(), corpus, settings(3), checkpoint=out, **kw)
+    assert [(s["from_update"], s["to_update"]) for s in first["sessions"]] == [(0, 3)]
+    assert (
+        first["sessions"][0]["machine"]
+        == f"{cpu_name()}, {torch.get_num_threads()} threads"
+    )
+    resume = load_checkpoint(out, device="cpu").payload
+    again = train_run(model(), corpus, settings(5), checkpoint=out, resume=resume, **kw)
+    assert [(s["from_update"], s["to_update"]) for s in again["sessions"]] == [
+        (0, 3),
+        (3, 5),
+    ]
+    resume = load_checkpoint(out, device="cpu").payload
+    done = train_run(
+        model(),
+        corpus,
+        settings(5),
+        checkpoint=tmp_path / "done.pt",
+        resume=resume,
+        **kw,
+    )
+    # a stretch without updates is not entered
+    assert done["sessions"] == again["sessions"]
+
+
+def test_warmdown_takes_the_rate_linearly_to_zero_at_the_budgets_end_and_resumes(
+    de_corpus, tmp_path, monkeypatch
+):
+    corpus = ParallelCorpus(de_corpus, min_freq=1)
+    base = dict(
+        epochs=3,
+        max_tokens=60,
+        tokens_per_update=100,
+        warmup=3,
+        checkpoint_every=0,
+        max_steps=8,
+    )
+    with pytest.raises(ValueError, match="needs a budget"):
+        SpeedrunSettings(**{**base, "max_steps": None}, warmdown=0.5)
+    straight = tiny_model(corpus)
+    run = dict(report="none", hooks_class=SpeedrunHooks)
+    lr = train_run(straight, corpus, SpeedrunSettings(warmdown=0.5, **base), **run)[
+        "history"
+    ]["lr"]
+    noam = [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 9)]
+    # after k of the 8 updates, the next runs at the schedule's rate times min(1, (8 -
+    # k) / 4)
+    assert lr == pytest.approx(
+        [rate * min(1, (8 - k) / 4) for k, rate in enumerate(noam)]
+    )
+
+    stop, after_update = (
+        StopRequest(),
+        SpeedrunHooks.after_update,
+    )  # stopped by a signal inside the warm-down
+    monkeypatch.setattr(
+        SpeedrunHooks,
+        "after_update",
+        lambda self, *a: (a[-1]["step"] == 5 and stop()) or after_update(self, *a),
+    )
+    path = tmp_path / "run.pt"
+    train_run(
+        tiny_model(corpus),
+        corpus,
+        SpeedrunSettings(warmdown=0.5, **base),
+        checkpoint=path,
+        stop=stop,
+        save_kwargs={"data": corpus.settings},
+        **run,
+    )
+    monkeypatch.setattr(SpeedrunHooks, "after_update", after_update)
+    ckpt = load_checkpoint(path)
+    assert ckpt.payload["progress"]["step"] == 5
+    resumed = train_run(
+        ckpt.model,
+        corpus,
+        SpeedrunSettings(warmdown=0.5, **base),
+        resume=ckpt.payload,
+        **run,
+    )
+    assert resumed["history"]["lr"] == lr
+    for a, b in zip(straight.parameters(), ckpt.model.parameters()):
+        assert torch.equal(a, b)

@@ -17,7 +17,7 @@ from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from nmt_lib.run.corpus import ParallelCorpus, detokenize, french_spacing
 from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.fast import sliced_batch_loss
-from nmt_lib.run.trainer import RunHooks, RunSettings, train_run
+from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.training import (
     Hooks,
     TrainSettings,
@@ -208,65 +208,6 @@ def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, 
     assert resumed["history"]["lr"] == [
         noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 10)
     ]
-    for a, b in zip(weights(straight), weights(ckpt.model)):
-        assert torch.equal(a, b)
-
-
-def test_warmdown_takes_the_rate_linearly_to_zero_at_the_budgets_end_and_resumes(
-    de_corpus, tmp_path, monkeypatch
-):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    base = dict(
-        epochs=3,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        max_steps=8,
-    )
-    with pytest.raises(ValueError, match="needs a budget"):
-        RunSettings(**{**base, "max_steps": None}, warmdown=0.5)
-    straight = tiny_model(corpus)
-    lr = train_run(straight, corpus, RunSettings(warmdown=0.5, **base), report="none")[
-        "history"
-    ]["lr"]
-    noam = [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 9)]
-    # after k of the 8 updates, the next runs at the schedule's rate times min(1, (8 -
-    # k) / 4)
-    assert lr == pytest.approx(
-        [rate * min(1, (8 - k) / 4) for k, rate in enumerate(noam)]
-    )
-
-    stop, after_update = (
-        trainer.StopRequest(),
-        RunHooks.after_update,
-    )  # stopped by a signal inside the warm-down
-    monkeypatch.setattr(
-        RunHooks,
-        "after_update",
-        lambda self, *a: (a[-1]["step"] == 5 and stop()) or after_update(self, *a),
-    )
-    path = tmp_path / "run.pt"
-    train_run(
-        tiny_model(corpus),
-        corpus,
-        RunSettings(warmdown=0.5, **base),
-        checkpoint=path,
-        stop=stop,
-        save_kwargs={"data": corpus.settings},
-        report="none",
-    )
-    monkeypatch.setattr(RunHooks, "after_update", after_update)
-    ckpt = load_checkpoint(path)
-    assert ckpt.payload["progress"]["step"] == 5
-    resumed = train_run(
-        ckpt.model,
-        corpus,
-        RunSettings(warmdown=0.5, **base),
-        resume=ckpt.payload,
-        report="none",
-    )
-    assert resumed["history"]["lr"] == lr
     for a, b in zip(weights(straight), weights(ckpt.model)):
         assert torch.equal(a, b)
 

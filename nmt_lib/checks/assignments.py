@@ -546,17 +546,18 @@ def _settings(ckpt) -> dict:
 
 
 def reference_settings(vocab_sizes: tuple) -> dict:
-    """The settings the reference command gives a run (the command line's own parser
-    reads it), for vocabularies of `vocab_sizes`."""
+    """The settings the reference command gives a run (the trainer's own parser reads
+    it, `python -m speedrun.train`'s), for vocabularies of `vocab_sizes`."""
     from dataclasses import asdict
 
     from nmt_lib.run.cli import build_parser
     from nmt_lib.run.trainer import new_settings
     from nmt_lib.transformer import TransformerConfig
+    from speedrun.train import SpeedrunSettings
 
-    parser = build_parser()
+    parser = build_parser(SpeedrunSettings)
     args = parser.parse_args(["train", "--out", "reference.pt", *REFERENCE.split()])
-    train, model, _, parts = new_settings(args, parser)
+    train, model, _, parts = new_settings(args, parser, SpeedrunSettings)
     config = asdict(TransformerConfig(*vocab_sizes, **model))
     return {
         "config": config,
@@ -598,11 +599,11 @@ def _refuse_other_data(run: str, ckpt, data, options: dict | None = None):
 
 def check_runs(runs: dict, chosen) -> str:
     """The rules of assignment 3, for every run in `runs` (`find_runs`): at most
-    `BUDGET` seconds of training, its sessions' included, every session on the CPU with
-    2 threads and all on one machine, its file's seed, chapter 7's data and
-    vocabularies, no two runs with the same weights; the reference with seeds 1 and 2,
-    its command's settings and the whole budget used; `chosen` another setting with
-    seeds 1 and 2 and one set of settings."""
+    `BUDGET` seconds of training, its sittings' included (`speedrun.train` records
+    them), every sitting on the CPU with 2 threads and all on one machine, its file's
+    seed, chapter 7's data and vocabularies, no two runs with the same weights; the
+    reference with seeds 1 and 2, its command's settings and the whole budget used;
+    `chosen` another setting with seeds 1 and 2 and one set of settings."""
     import hashlib
     import re
 
@@ -621,6 +622,11 @@ def check_runs(runs: dict, chosen) -> str:
     )
     for (name, seed), ckpt in loaded.items():
         run, p = f"{name}.seed{seed}", ckpt.payload
+        if "sessions" not in p["progress"]:
+            raise CheckFailed(
+                f"{run} does not say where it trained: train it with"
+                " `python -m speedrun.train`, as the rules say"
+            )
         seconds = max(
             p["progress"]["seconds"],
             sum(s["seconds"] for s in p["progress"]["sessions"]),
@@ -632,7 +638,7 @@ def check_runs(runs: dict, chosen) -> str:
         for session in p["progress"]["sessions"]:
             if not re.search(r", \d+ cores, 2 threads$", session["machine"]):
                 raise CheckFailed(
-                    f"{run} trained a session on {session['machine']}: every session"
+                    f"{run} trained a sitting on {session['machine']}: every sitting"
                     " runs on the CPU with --threads 2"
                 )
             machines.add(session["machine"])

@@ -51,41 +51,6 @@ def machine() -> dict:
     }
 
 
-def new_session(progress: dict, device, world: int) -> dict:
-    """A stretch of a run that starts now: where it computes (CPU or GPU, threads,
-    processes) from which update; `close_session` enters it in `progress["sessions"]`
-    once it has made an update, so that a record can say what a resumed run ran on."""
-    import torch
-
-    progress.setdefault("sessions", [])
-    where = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else cpu_name()
-        if device.type == "cpu"
-        else device.type
-    )
-    return {
-        "from_update": progress["step"],
-        "to_update": progress["step"],
-        "seconds": 0.0,
-        "machine": (
-            f"{where}, {torch.get_num_threads()} threads"
-            + (f", {world} processes" if world > 1 else "")
-        ),
-    }
-
-
-def close_session(progress: dict, session: dict, seconds: float):
-    """Bring `session` up to date; it joins `progress["sessions"]` at its first
-    update."""
-    session.update(to_update=progress["step"], seconds=round(seconds, 1))
-    if session["to_update"] > session["from_update"] and not any(
-        s is session for s in progress["sessions"]
-    ):
-        progress["sessions"].append(session)
-
-
 def write_record(path, record: dict) -> Path:
     """Write `record`, stamped with the time and the machine, as JSON to `path`,
     atomically."""

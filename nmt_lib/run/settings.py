@@ -61,11 +61,6 @@ class RunSettings(TrainSettings):
     fast_dropout: bool = setting(
         False, "chapter 10's dropout: the same statistics from cheaper random numbers"
     )
-    warmdown: float = setting(
-        0.0,
-        "the last fraction of the run's budget (--time-limit, else --max-steps) over "
-        "which the learning rate falls linearly to zero, e.g. 0.2 (0: none)",
-    )
     precision: str = setting(
         "fp32",
         "auto: bf16 where the CPU or GPU computes it natively, fp16 with loss "
@@ -85,14 +80,6 @@ class RunSettings(TrainSettings):
         for name in ("checkpoint_every", "keep_last"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.warmdown <= 1:
-            raise ValueError(
-                f"warmdown must be in [0, 1], e.g. 0.2, got {self.warmdown}"
-            )
-        if self.warmdown and self.time_limit is None and self.max_steps is None:
-            raise ValueError(
-                "warmdown needs a budget to end at: give --time-limit or --max-steps"
-            )
 
 
 def number(kind, optional: bool = False, minimum=None):

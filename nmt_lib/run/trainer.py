@@ -1,9 +1,8 @@
 """`python -m nmt_lib train`: chapter 9's `fit`, with what a long run needs around it.
 
 `RunHooks` fills in `fit`'s hooks (`nmt_lib.training.Hooks`): chapter 10's speed-ups
-(`FastDropout`, the sliced loss, fused Adam), a moving average of the weights, a
-warm-down of the learning rate, lower precision under `torch.autocast` (with loss
-scaling for fp16), data parallelism under torchrun, a checkpoint every
+(`FastDropout`, the sliced loss, fused Adam), lower precision under `torch.autocast`
+(with loss scaling for fp16), data parallelism under torchrun, a checkpoint every
 `checkpoint_every` updates and at each epoch's end, stopping cleanly on a signal or a
 time limit, and resuming a checkpoint bit for bit. `train_run` drives `fit` with them;
 `train_command` is the command: the settings, one run per checkpoint (a lock file), and
@@ -53,7 +52,6 @@ from nmt_lib.run.parallel import (
     rank_and_world,
     seed_rank,
 )
-from nmt_lib.run.records import close_session, new_session
 from nmt_lib.run.settings import FAST, RunSettings, given, option
 from nmt_lib.training import (
     Hooks,
@@ -292,7 +290,6 @@ class RunHooks(Hooks):
             eos_id=vocab.eos_id,
         ).to(self.device)
         self.spent_before = self.progress["seconds"]
-        self.session = new_session(self.progress, self.device, self.world)
         return self.optimizer, self.schedule, self.progress
 
     def accumulate(self, model, micro_batches, settings, pad_id):
@@ -335,11 +332,6 @@ class RunHooks(Hooks):
         optimizer.zero_grad(set_to_none=True)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        # the next update's rate: the schedule's, times what the warm-down leaves
-        if self.settings.warmdown:
-            left = self.warmdown_left(progress["step"])
-            for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
-                group["lr"] = rate * left
         if (
             self.settings.checkpoint_every
             and progress["step"] % self.settings.checkpoint_every == 0
@@ -352,18 +344,6 @@ class RunHooks(Hooks):
         if self.settings.keep_last and self.checkpoint is not None and self.rank == 0:
             keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
         return self.stop_reason() is not None
-
-    def warmdown_left(self, step: int) -> float:
-        """1 until the last `warmdown` fraction of the budget, then falling linearly to
-        0 at its end. The budget is the time limit (counting the minutes of earlier
-        sessions; each rank takes the ranks' mean, so all agree), else max_steps."""
-        if self.settings.time_limit is not None:
-            spent = self.spent_before + time.perf_counter() - self.start
-            budget = self.spent_before + 60 * self.settings.time_limit
-            done = all_sum(spent / budget, device=self.device)[0] / self.world
-        else:
-            done = step / self.settings.max_steps
-        return min(1.0, max(0.0, (1 - done) / self.settings.warmdown))
 
     def bar(self, *, total, initial, desc, disable):
         mode = self.report if self.rank == 0 else "none"  # rank 0 alone reports
@@ -424,7 +404,6 @@ class RunHooks(Hooks):
                 " raise warmup"
             )
         progress["seconds"] = self.spent_before + time.perf_counter() - self.start
-        close_session(progress, self.session, time.perf_counter() - self.start)
         progress.update(
             rng=torch.get_rng_state(),
             cuda_rng=(
