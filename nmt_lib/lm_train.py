@@ -2,24 +2,23 @@
 # notebook, then re-export.
 
 """A language model's data, training and held-out score: French as one token stream,
-next-token training on random windows of it, perplexity, a unigram baseline, and the
-chapter's recipes through the model cache.
+next-token training on windows of it with chapter 9's `fit`, perplexity, a unigram
+baseline, and the chapter's recipes through the model cache.
 
 Shapes: B batch, T positions, V vocabulary size.
 """
 import math
-import time
 from dataclasses import asdict
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
-from nmt_lib.data import seq_data_iter_random
+from nmt_lib.data import Batch, BucketSampler
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
-from nmt_lib.loop import TrainingDiverged
 from nmt_lib.recipes import paper_adam
+from nmt_lib.training import Hooks, TrainSettings, fit, new_progress
 from nmt_lib.base.cache import cached_fit
 from nmt_lib.base.course import quick
 from nmt_lib.base.device import default_device
@@ -47,45 +46,77 @@ def lm_streams(data) -> dict:
     }
 
 
+class StreamCorpus:
+    """A token stream as `fit` reads a corpus: consecutive windows of `num_steps`
+    tokens, in micro-batches of `max_tokens // num_steps` windows in a new order each
+    epoch. No validation split: perplexity is measured apart."""
+
+    def __init__(self, stream, num_steps: int):
+        n = (len(stream) - 1) // num_steps
+        inputs, targets = stream[: n * num_steps], stream[1 : n * num_steps + 1]
+        self.windows = list(zip(inputs.view(n, -1), targets.view(n, -1)))
+        self.num_steps, self.splits = num_steps, SimpleNamespace(valid=None)
+        self.tgt_vocab = SimpleNamespace(pad_id=-100)  # cross_entropy's "none"
+
+    def loader(self, split="train", *, seed=0, batch_size=None, max_tokens):
+        lengths = [self.num_steps] * len(self.windows)
+        order = BucketSampler(lengths, max_tokens // self.num_steps, seed=seed)
+        return torch.utils.data.DataLoader(
+            self.windows, batch_sampler=order, collate_fn=windows_batch
+        )
+
+
+def windows_batch(windows) -> Batch:
+    """Windows and their next tokens, (B, T) each, as a `Batch` with no source."""
+    X, Y = (torch.stack(side) for side in zip(*windows))
+    B, T = X.shape
+    none = torch.zeros(B, 0, dtype=torch.long)
+    return Batch(none, torch.zeros(B, dtype=torch.long), X, Y, torch.full((B,), T))
+
+
+class NextToken(nn.Module):
+    """A language model called as chapter 9's loss calls a translator."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, src, src_len, tgt_in):
+        return self.lm(tgt_in)[0]  # (B, T, V)
+
+
+class LMHooks(Hooks):
+    """`fit` with Adam at the constant rate `settings.lr_factor`, no held-out loss, and
+    the model's name on its progress bars."""
+
+    validate = False
+
+    def __init__(self, title: str):
+        self.title = title
+
+    def begin(self, model, settings):
+        optimizer = paper_adam(model.parameters(), lr=settings.lr_factor)
+        constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        return optimizer, constant, new_progress()
+
+    def bar(self, *, desc, **kwargs):
+        return super().bar(desc=f"{self.title}, {desc}", **kwargs)
+
+
 def train_lm(
     model, stream, *, epochs, batch_size, num_steps, lr, clip=1.0, seed=0, quiet=False,
     title="language model",
 ) -> dict:
-    """Next-token training on random windows of `stream` (chapter 1's
-    `seq_data_iter_random`, new windows each epoch), Adam with the paper's betas, a
-    tqdm bar per epoch (none when `quiet`); returns the training loss per epoch and
-    seconds."""
-    device, optimizer = model_device(model), paper_adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    history, start = {"epoch": [], "train_loss": [], "seconds": []}, time.perf_counter()
-    n_batches = (len(stream) - 1) // num_steps // batch_size
-    for epoch in range(1, epochs + 1):
-        model.train()
-        total, count = 0.0, 0
-        desc = f"{title}, epoch {epoch}/{epochs}"
-        with tqdm(total=n_batches, desc=desc, unit="batch", disable=quiet) as bar:
-            for X, Y in seq_data_iter_random(
-                stream, batch_size, num_steps, generator=generator
-            ):
-                logits = model(X.to(device))[0]  # (B, T, V)
-                loss = F.cross_entropy(logits.flatten(0, 1), Y.to(device).flatten())
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"the loss became {loss.item()} in epoch {epoch}; lower the "
-                        "learning rate"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-                optimizer.step()
-                total, count = total + loss.item() * Y.numel(), count + Y.numel()
-                bar.update()
-                bar.set_postfix_str(f"loss {total / count:.3f}", refresh=False)
-        history["epoch"].append(epoch)
-        history["train_loss"].append(total / count)
-        history["seconds"].append(time.perf_counter() - start)
-    model.eval()
-    return history
+    """Next-token training on `stream` with `fit`: batches of `batch_size` windows of
+    `num_steps` tokens, one batch an update, the cross-entropy of every next token.
+    Returns `fit`'s history (the loss of each update, the epochs' last updates)."""
+    tokens = batch_size * num_steps
+    settings = TrainSettings(
+        epochs=epochs, max_tokens=tokens, tokens_per_update=tokens, lr_factor=lr,
+        label_smoothing=0.0, clip=clip, seed=seed,
+    )
+    corpus, hooks = StreamCorpus(stream, num_steps), LMHooks(title)
+    return fit(NextToken(model), corpus, settings, hooks=hooks, quiet=quiet)["history"]
 
 
 @torch.no_grad()
@@ -168,15 +199,15 @@ def fit_lm(name, data, streams, build, key: dict, *, reuse, quiet, title, device
         torch.manual_seed(training["seed"])
         return build().to(device or default_device())
 
-    def fit(model):
+    def train(model):
         history = train_lm(
             model, streams["train"], **training, quiet=quiet, title=title
         )
         steps = training["num_steps"]
         return dict(history=history, parameters=num_parameters(model), num_steps=steps)
 
-    key = dict(key, data=data.fingerprint(), **training)
-    return cached_fit(name, key, seeded, fit, reuse=reuse)
+    key = dict(key, data=data.fingerprint(), loop="chapter 9's fit", **training)
+    return cached_fit(name, key, seeded, train, reuse=reuse)
 
 
 def train_decoder_lm(data, streams, *, reuse=True, quiet=False, device=None):
