@@ -49,14 +49,15 @@ def lm_streams(data) -> dict:
 class StreamCorpus:
     """A token stream as `fit` reads a corpus: consecutive windows of `num_steps`
     tokens, in micro-batches of `max_tokens // num_steps` windows in a new order each
-    epoch. No validation split: perplexity is measured apart."""
+    epoch. `loader` ignores `fit`'s `split` and `batch_size`: there is no validation
+    split (`splits.valid` is None), so `fit` reads only the training windows."""
 
     def __init__(self, stream, num_steps: int):
         n = (len(stream) - 1) // num_steps
         inputs, targets = stream[: n * num_steps], stream[1 : n * num_steps + 1]
         self.windows = list(zip(inputs.view(n, -1), targets.view(n, -1)))
         self.num_steps, self.splits = num_steps, SimpleNamespace(valid=None)
-        self.tgt_vocab = SimpleNamespace(pad_id=-100)  # cross_entropy's "none"
+        self.tgt_vocab = SimpleNamespace(pad_id=-100)  # no token is padding
 
     def loader(self, split="train", *, seed=0, batch_size=None, max_tokens):
         lengths = [self.num_steps] * len(self.windows)
@@ -86,10 +87,8 @@ class NextToken(nn.Module):
 
 
 class LMHooks(Hooks):
-    """`fit` with Adam at the constant rate `settings.lr_factor`, no held-out loss, and
-    the model's name on its progress bars."""
-
-    validate = False
+    """`fit` with Adam at the constant rate `settings.lr_factor`, and the model's name
+    on its progress lines."""
 
     def __init__(self, title: str):
         self.title = title
@@ -102,18 +101,20 @@ class LMHooks(Hooks):
     def bar(self, *, desc, **kwargs):
         return super().bar(desc=f"{self.title}, {desc}", **kwargs)
 
+    def say(self, line: str):
+        super().say(f"{self.title}, {line}")
+
 
 def train_lm(
     model, stream, *, epochs, batch_size, num_steps, lr, clip=1.0, seed=0, quiet=False,
     title="language model",
 ) -> dict:
-    """Next-token training on `stream` with `fit`: batches of `batch_size` windows of
-    `num_steps` tokens, one batch an update, the cross-entropy of every next token.
-    Returns `fit`'s history (the loss of each update, the epochs' last updates)."""
-    tokens = batch_size * num_steps
+    """Next-token training on `stream` with `fit`, one batch of `batch_size` windows of
+    `num_steps` tokens an update. Returns `fit`'s history (each update's loss, the
+    epochs' last updates)."""
     settings = TrainSettings(
-        epochs=epochs, max_tokens=tokens, tokens_per_update=tokens, lr_factor=lr,
-        label_smoothing=0.0, clip=clip, seed=seed,
+        epochs=epochs, max_tokens=batch_size * num_steps, tokens_per_update=1,
+        lr_factor=lr, label_smoothing=0.0, clip=clip, seed=seed,
     )
     corpus, hooks = StreamCorpus(stream, num_steps), LMHooks(title)
     return fit(NextToken(model), corpus, settings, hooks=hooks, quiet=quiet)["history"]
