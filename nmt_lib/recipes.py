@@ -67,6 +67,15 @@ def fit_on_splits(
     }
 
 
+def recipe_fit(data, r: dict, *, quiet: bool, title: str, adam=torch.optim.Adam):
+    """A recipe's `fit(model)`, as the model cache calls it: `fit_on_splits` with the
+    recipe `r`'s epochs, batch size and learning rate, the optimizer made by `adam`."""
+    return lambda model: fit_on_splits(
+        model, data, epochs=r["epochs"], batch_size=r["batch_size"], quiet=quiet,
+        title=title, optimizer=adam(model.parameters(), lr=r["lr"]),
+    )
+
+
 # Chapter 4b's recipe, as numbers: the model's sizes, then the training
 RNN_SIZES = dict(embed_size=128, num_hiddens=128, num_layers=1, dropout=0.2)
 RNN_RECIPE = dict(RNN_SIZES, epochs=4, lr=2e-3, batch_size=128, seed=1)
@@ -89,17 +98,8 @@ def train_rnn(kind: str, data, *, reuse: bool = True, quiet: bool = False, devic
         model = make_rnn(kind, V_src, V_tgt, **{k: r[k] for k in RNN_SIZES})
         return xavier_init(model).to(device or default_device())
 
-    def fit(model):
-        return fit_on_splits(
-            model,
-            data,
-            epochs=r["epochs"],
-            batch_size=r["batch_size"],
-            lr=r["lr"],
-            quiet=quiet,
-            title={"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind],
-        )
-
+    title = {"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind]
+    fit = recipe_fit(data, r, quiet=quiet, title=title)
     key = dict(kind=kind, data=data.fingerprint(), **r)
     return cached_fit(f"rnn-{kind}", key, build, fit, reuse=reuse)
 
@@ -133,17 +133,7 @@ def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=N
         torch.manual_seed(r["seed"])
         return Transformer(cfg).to(device or default_device())
 
-    def fit(model):
-        return fit_on_splits(
-            model,
-            data,
-            epochs=r["epochs"],
-            batch_size=r["batch_size"],
-            optimizer=paper_adam(model.parameters(), r["lr"]),
-            quiet=quiet,
-            title="Transformer",
-        )
-
+    fit = recipe_fit(data, r, quiet=quiet, title="Transformer", adam=paper_adam)
     key = dict(
         cfg=asdict(cfg),
         data=data.fingerprint(),
