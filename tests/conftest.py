@@ -56,6 +56,12 @@ def german_lines() -> list[str]:
     return lines
 
 
+# A few updates of `tiny_model` on the tiny corpus, as a test's training settings
+TINY_RUN = dict(
+    epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=0
+)
+
+
 def tiny_model(corpus, dropout=0.1):
     """A one-layer Transformer of width 16 for `corpus`, the same weights every call."""
     from nmt_lib.transformer import Transformer, TransformerConfig
@@ -87,6 +93,15 @@ def cli_call(capsys, *args) -> tuple[int, str, str]:
 def last_drawings(err: str) -> list[str]:
     """What a tqdm bar last drew on each of its lines (it redraws a line with '\\r')."""
     return [line.split("\r")[-1] for line in err.rstrip("\n").split("\n")]
+
+
+def write_notebook(path, *sources) -> Path:
+    """A notebook at `path` with one code cell per source, not yet run."""
+    import nbformat
+
+    cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return Path(path)
 
 
 def write_corpus(folder: Path) -> Path:

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import TINY_RUN, tiny_model
 from nmt_lib.run.average import average_checkpoints, epoch_checkpoint
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
@@ -16,14 +16,8 @@ from nmt_lib.run.trainer import RunSettings, train_run
 
 
 def train(corpus, out, epochs=4, keep_last=2):
-    settings = RunSettings(
-        epochs=epochs,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=3,
-        keep_last=keep_last,
-    )
+    more = dict(epochs=epochs, checkpoint_every=3, keep_last=keep_last)
+    settings = RunSettings(**TINY_RUN | more)
     return train_run(
         tiny_model(corpus),
         corpus,

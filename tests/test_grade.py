@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, write_notebook
 
 sys.path.insert(0, str(ROOT))  # grading/ is a folder of the repository, not a package
 from grading.hidden import grade  # noqa: E402
@@ -328,29 +328,6 @@ ATTACKS = {
         "    beam_step(torch.zeros(1, 2), torch.zeros(1, 2, 5), "
         "torch.zeros(1, 2, dtype=torch.bool), 2)\n"
     ),
-    "the course's function kept in a default argument": (
-        "def SEARCH(*args, _search=beam_search, **kw):\n"
-        "    return _search(*args, **kw)\n"
-    ),
-    "in a closure": (
-        "def kept():\n    search = beam_search\n    return lambda *a, **k: search(*a,"
-        " **k)\nSEARCH = kept()\n"
-    ),
-    "in a functools.partial": "SEARCH = functools.partial(beam_search)\n",
-    "a copy made from its code object": (
-        "SEARCH = types.FunctionType(beam_search.__code__, beam_search.__globals__,"
-        " 'SEARCH', beam_search.__defaults__, beam_search.__closure__)\n"
-        "SEARCH.__kwdefaults__ = beam_search.__kwdefaults__\n"
-    ),
-    "its source run with exec": (
-        "scope = dict(vars(sys.modules['nmt_lib.decoding']))\n"
-        "exec(inspect.getsource(beam_search), scope)\nSEARCH = scope['beam_search']\n"
-    ),
-    "a second import of nmt_lib": (
-        "for name in [m for m in sys.modules if m.startswith('nmt_lib')]:\n"
-        "    del sys.modules[name]\n"
-        "SEARCH = importlib.import_module('nmt_lib.decoding').beam_search\n"
-    ),
     "exec of the model answer's cells": (
         "answer = Path(nmt_lib.__file__).parents[1] / 'solutions' / 'assignments'\n"
         "for cell in json.loads((answer / 'A2_transformer.ipynb').read_text())"
@@ -365,34 +342,13 @@ def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(
     tmp_path, attack
 ):
     """Graded as make grade grades A1 and A2, in the sandbox: the course's search is
-    withheld there, however the submission keeps it, and the model answers are not
-    beside its copy of the course.
+    withheld there (test_sandbox tries the other ways of keeping it), and the model
+    answers are not beside its copy of the course.
     """
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
 
-    notebook = tmp_path / "A2.ipynb"
-    cells = [SETUP, ATTACKS[attack], NBEST]
-    notebook.write_text(
-        json.dumps(
-            {
-                "nbformat": 4,
-                "nbformat_minor": 5,
-                "metadata": {},
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "id": f"c{i}",
-                        "metadata": {},
-                        "execution_count": None,
-                        "outputs": [],
-                        "source": s,
-                    }
-                    for i, s in enumerate(cells)
-                ],
-            }
-        )
-    )
+    notebook = write_notebook(tmp_path / "A2.ipynb", SETUP, ATTACKS[attack], NBEST)
     with Sandbox("A2", notebook, timeout=120) as box:
         row = grade_in_sandbox("A2", box)[2]
     assert row["points"] == 0
@@ -411,26 +367,7 @@ def test_replacing_the_grader_s_compare_in_the_submission_changes_nothing(tmp_pa
         "core.compare = public.compare = lambda *args, **kwargs: None\n"
         "def repetition_penalty(logits, generated, penalty):\n    return logits\n"
     )
-    notebook = tmp_path / "A2.ipynb"
-    notebook.write_text(
-        json.dumps(
-            {
-                "nbformat": 4,
-                "nbformat_minor": 5,
-                "metadata": {},
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "id": "c",
-                        "metadata": {},
-                        "execution_count": None,
-                        "outputs": [],
-                        "source": cheat,
-                    }
-                ],
-            }
-        )
-    )
+    notebook = write_notebook(tmp_path / "A2.ipynb", cheat)
     with Sandbox("A2", notebook, timeout=120) as box:
         row = grade_in_sandbox("A2", box)[0]
     assert row["points"] == 0 and "public: one token each" in row["messages"][0]
@@ -442,30 +379,11 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
 
-    notebook = tmp_path / "A1.ipynb"
     source = (
         "from nmt_lib.multihead import MultiHeadAttention\n\nclass"
         " MyLocalAttention(MultiHeadAttention):\n    pass\n"
     )
-    notebook.write_text(
-        json.dumps(
-            {
-                "nbformat": 4,
-                "nbformat_minor": 5,
-                "metadata": {},
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "id": "c",
-                        "metadata": {},
-                        "execution_count": None,
-                        "outputs": [],
-                        "source": source,
-                    }
-                ],
-            }
-        )
-    )
+    notebook = write_notebook(tmp_path / "A1.ipynb", source)
     with Sandbox("A1", notebook, timeout=120) as box:
         row = grade_in_sandbox("A1", box)[2]
     assert (
@@ -768,26 +686,7 @@ def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_noth
         if cells is None:
             shutil.copy(ROOT / "assignments" / "A3_training.ipynb", notebook)
         else:
-            notebook.write_text(
-                json.dumps(
-                    {
-                        "nbformat": 4,
-                        "nbformat_minor": 5,
-                        "metadata": {},
-                        "cells": [
-                            {
-                                "cell_type": "code",
-                                "id": f"c{i}",
-                                "metadata": {},
-                                "execution_count": None,
-                                "outputs": [],
-                                "source": source,
-                            }
-                            for i, source in enumerate(cells)
-                        ],
-                    }
-                )
-            )
+            write_notebook(notebook, *cells)
         with Sandbox("A3", notebook, timeout=120, carry=("runs/a3",)) as box:
             rows = grade_in_sandbox("A3", box)
         points = [r["points"] for r in rows[:2]]

@@ -4,17 +4,16 @@ hold: nothing lost, nothing overwritten, one line in and one line out, and a one
 error otherwise."""
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import cli_call, german_lines, tiny_model
+from conftest import TINY_RUN, cli_call, german_lines, tiny_model
 from nmt_lib.base import cache
 from nmt_lib.loop import TrainingDiverged
-from nmt_lib.run import checkpoint, cli, trainer
-from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
+from nmt_lib.run import cli, trainer
+from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import translate_lines
 from nmt_lib.run.trainer import RunSettings, train_run
@@ -95,14 +94,7 @@ def test_pairs_longer_than_max_len_are_left_out_and_counted(tmp_path, capsys):
 
 def test_an_fp16_run_resumes_with_its_loss_scale_bit_for_bit(de_corpus, tmp_path):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    base = dict(
-        epochs=3,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        precision="fp16",
-    )
+    base = TINY_RUN | dict(precision="fp16")
 
     straight = tiny_model(corpus)
     train_run(straight, corpus, RunSettings(max_steps=12, **base), report="none")
@@ -208,9 +200,7 @@ def test_weights_that_diverge_after_a_checkpoint_leave_it_as_it_was(
         return original(hooks, model, optimizer, schedule, progress)
 
     monkeypatch.setattr(trainer.RunHooks, "after_update", after_update)
-    settings = RunSettings(
-        epochs=3, max_tokens=60, tokens_per_update=100, warmup=3, checkpoint_every=2
-    )
+    settings = RunSettings(**TINY_RUN | dict(checkpoint_every=2))
     with pytest.raises(
         TrainingDiverged,
         match=r"NaN or infinite values by update 4.*\(update 2\) is unaffected",
@@ -250,25 +240,6 @@ def test_an_over_long_line_is_cut_and_named_and_the_others_translated(
         "line 12 has 44 tokens, more than the model's 11: only its first 11 were"
         " translated"
     ]
-
-
-# ---- 12, 14, 16: checkpoints that cannot be used are one-line errors
-# ------------------------------------
-
-
-class Payload:
-    """Unpickled, it would call os.system (with a harmless command)."""
-
-    def __reduce__(self):
-        return os.system, ("true",)
-
-
-def test_a_pickle_that_could_run_code_is_not_a_safe_checkpoint(tmp_path):
-    torch.save(
-        {"format": checkpoint.CHECKPOINT_FORMAT, "x": Payload()}, tmp_path / "evil.pt"
-    )
-    with pytest.raises(CheckpointError, match="is not a safe checkpoint"):
-        load_checkpoint(tmp_path / "evil.pt")
 
 
 # ---- 17: the lessons' functions answer right or raise, never return a wrong answer

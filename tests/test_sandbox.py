@@ -3,11 +3,10 @@ course whose withheld implementations are stubs, PyTorch's attention is refused,
 only plain data comes back. Each attack below got full marks from the grader that
 swapped objects in the submission's own kernel."""
 
-import json
-
 import pytest
 import torch
 
+from conftest import write_notebook
 from grading.sandbox import Sandbox
 from nmt_lib.checks import CheckFailed
 
@@ -118,20 +117,7 @@ def not_plain(q):
 
 
 def sandbox(assignment, folder):
-    notebook = folder / "submission.ipynb"
-    cell = {
-        "cell_type": "code",
-        "id": "attacks",
-        "metadata": {},
-        "execution_count": None,
-        "outputs": [],
-        "source": "import json\n" + ATTACKS,
-    }
-    notebook.write_text(
-        json.dumps(
-            {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
-        )
-    )
+    notebook = write_notebook(folder / "submission.ipynb", "import json\n" + ATTACKS)
     return Sandbox(assignment, notebook, timeout=120)
 
 

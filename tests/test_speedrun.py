@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, tiny_model
+from conftest import ROOT, TINY_RUN, tiny_model
 from nmt_lib.metrics import bleu_from_counts
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
@@ -235,30 +235,22 @@ def test_a_record_trained_with_ema_scores_its_moving_average_and_refuses_to_aver
         run.run("quick", "b", "a change", None, ["--ema", "0.999"], average=3)
 
 
+def speedrun(model, corpus, settings: dict, **kw) -> dict:
+    """`train_run` with the speedrun's hooks, on `TINY_RUN` with `settings` changed."""
+    kw = {"report": "none", "save_kwargs": {"data": corpus.settings}, **kw}
+    settings = SpeedrunSettings(**TINY_RUN | settings)
+    return train_run(model, corpus, settings, hooks_class=SpeedrunHooks, **kw)
+
+
 def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_exactly(
     de_corpus, tmp_path
 ):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    settings = dict(
-        epochs=3,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        ema=0.75,
-    )
     weights = []  # the model after updates 1, 2 and 3, each from a run stopped there
     for steps in (1, 2, 3):
         model = tiny_model(corpus)
-        train_run(
-            model,
-            corpus,
-            SpeedrunSettings(max_steps=steps, **settings),
-            checkpoint=tmp_path / f"{steps}.pt",
-            report="none",
-            save_kwargs={"data": corpus.settings},
-            hooks_class=SpeedrunHooks,
-        )
+        out = tmp_path / f"{steps}.pt"
+        speedrun(model, corpus, dict(max_steps=steps, ema=0.75), checkpoint=out)
         weights.append(model.state_dict())
     expected = {
         k: 0.75 * (0.75 * w1 + 0.25 * weights[1][k]) + 0.25 * weights[2][k]
@@ -268,15 +260,12 @@ def test_ema_is_the_moving_average_of_the_weights_after_each_update_and_resumes_
     for name, t in load_checkpoint(ema, device="cpu").model.state_dict().items():
         torch.testing.assert_close(t, expected[name])
     resumed = load_checkpoint(tmp_path / "2.pt", device="cpu")
-    train_run(
+    speedrun(
         resumed.model,
         corpus,
-        SpeedrunSettings(max_steps=3, **settings),
+        dict(max_steps=3, ema=0.75),
         resume=resumed.payload,
         checkpoint=tmp_path / "2.pt",
-        report="none",
-        save_kwargs={"data": corpus.settings},
-        hooks_class=SpeedrunHooks,
     )
     resumed_ema, straight_ema = (
         torch.load(tmp_path / p, weights_only=True)["ema"] for p in ("2.pt", "3.pt")
@@ -325,92 +314,46 @@ def test_bpe_dropout_draws_new_pieces_per_epoch_spelling_the_same_text_and_resum
             )
         )
 
-    settings = dict(
-        epochs=3,
-        max_tokens=200,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        bpe_dropout=0.2,
-    )
+    settings = dict(max_tokens=200, bpe_dropout=0.2)
     straight = model()
-    train_run(
-        straight,
-        corpus,
-        SpeedrunSettings(max_steps=28, **settings),
-        report="none",
-        hooks_class=SpeedrunHooks,
-    )
-    train_run(
-        model(),
-        corpus,
-        SpeedrunSettings(max_steps=24, **settings),
-        checkpoint=tmp_path / "run.pt",
-        report="none",
-        save_kwargs={"data": corpus.settings},
-        hooks_class=SpeedrunHooks,
-    )
-    ckpt = load_checkpoint(tmp_path / "run.pt")
+    speedrun(straight, corpus, settings | dict(max_steps=28))
+    out = tmp_path / "run.pt"
+    speedrun(model(), corpus, settings | dict(max_steps=24), checkpoint=out)
+    ckpt = load_checkpoint(out)
     # mid-epoch, not the first
     assert (
         ckpt.payload["progress"]["epoch"] > 1 and ckpt.payload["progress"]["batch"] > 0
     )
-    train_run(
-        ckpt.model,
-        corpus,
-        SpeedrunSettings(max_steps=28, **settings),
-        resume=ckpt.payload,
-        report="none",
-        hooks_class=SpeedrunHooks,
-    )
+    speedrun(ckpt.model, corpus, settings | dict(max_steps=28), resume=ckpt.payload)
     for a, b in zip(straight.state_dict().values(), ckpt.model.state_dict().values()):
         assert torch.equal(a, b)
     plain = model()
-    train_run(
-        plain,
-        corpus,
-        SpeedrunSettings(max_steps=28, **{**settings, "bpe_dropout": 0.0}),
-        report="none",
-        hooks_class=SpeedrunHooks,
-    )
+    speedrun(plain, corpus, dict(max_tokens=200, max_steps=28))
     # the pieces were drawn
     assert not torch.equal(plain.decoder.dense.weight, straight.decoder.dense.weight)
 
 
 def test_a_run_records_where_each_stretch_of_it_computed(de_corpus, tmp_path):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    model = lambda: tiny_model(corpus)
-    settings = lambda steps: SpeedrunSettings(
-        epochs=5, max_steps=steps, max_tokens=60, tokens_per_update=100, warmup=3
-    )
-    out, kw = (
-        tmp_path / "run.pt",
-        dict(
-            report="none",
-            save_kwargs={"data": corpus.settings},
-            hooks_class=SpeedrunHooks,
-        ),
-    )
-    first = train_run(model(), corpus, settings(3), checkpoint=out, **kw)
+    out, steps = tmp_path / "run.pt", lambda n: dict(epochs=5, max_steps=n)
+    first = speedrun(tiny_model(corpus), corpus, steps(3), checkpoint=out)
     assert [(s["from_update"], s["to_update"]) for s in first["sessions"]] == [(0, 3)]
     assert (
         first["sessions"][0]["machine"]
         == f"{cpu_name()}, {torch.get_num_threads()} threads"
     )
     resume = load_checkpoint(out, device="cpu").payload
-    again = train_run(model(), corpus, settings(5), checkpoint=out, resume=resume, **kw)
+    again = speedrun(
+        tiny_model(corpus), corpus, steps(5), checkpoint=out, resume=resume
+    )
     assert [(s["from_update"], s["to_update"]) for s in again["sessions"]] == [
         (0, 3),
         (3, 5),
     ]
     resume = load_checkpoint(out, device="cpu").payload
-    done = train_run(
-        model(),
-        corpus,
-        settings(5),
-        checkpoint=tmp_path / "done.pt",
-        resume=resume,
-        **kw,
+    done = tmp_path / "done.pt"
+    done = speedrun(
+        tiny_model(corpus), corpus, steps(5), checkpoint=done, resume=resume
     )
     # a stretch without updates is not entered
     assert done["sessions"] == again["sessions"]
@@ -420,57 +363,29 @@ def test_warmdown_takes_the_rate_linearly_to_zero_at_the_budgets_end_and_resumes
     de_corpus, tmp_path, monkeypatch
 ):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    base = dict(
-        epochs=3,
-        max_tokens=60,
-        tokens_per_update=100,
-        warmup=3,
-        checkpoint_every=0,
-        max_steps=8,
-    )
     with pytest.raises(ValueError, match="needs a budget"):
-        SpeedrunSettings(**{**base, "max_steps": None}, warmdown=0.5)
-    straight = tiny_model(corpus)
-    run = dict(report="none", hooks_class=SpeedrunHooks)
-    lr = train_run(straight, corpus, SpeedrunSettings(warmdown=0.5, **base), **run)[
-        "history"
-    ]["lr"]
+        SpeedrunSettings(**TINY_RUN, warmdown=0.5)
+    straight, settings = tiny_model(corpus), dict(max_steps=8, warmdown=0.5)
+    lr = speedrun(straight, corpus, settings)["history"]["lr"]
     noam = [noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 9)]
-    # after k of the 8 updates, the next runs at the schedule's rate times min(1, (8 -
-    # k) / 4)
+    # after k of the 8 updates, the next runs at the schedule's rate times
+    # min(1, (8 - k) / 4)
     assert lr == pytest.approx(
         [rate * min(1, (8 - k) / 4) for k, rate in enumerate(noam)]
     )
-
-    stop, after_update = (
-        StopRequest(),
-        SpeedrunHooks.after_update,
-    )  # stopped by a signal inside the warm-down
+    # stopped by a signal inside the warm-down
+    stop, after_update = StopRequest(), SpeedrunHooks.after_update
     monkeypatch.setattr(
         SpeedrunHooks,
         "after_update",
         lambda self, *a: (a[-1]["step"] == 5 and stop()) or after_update(self, *a),
     )
     path = tmp_path / "run.pt"
-    train_run(
-        tiny_model(corpus),
-        corpus,
-        SpeedrunSettings(warmdown=0.5, **base),
-        checkpoint=path,
-        stop=stop,
-        save_kwargs={"data": corpus.settings},
-        **run,
-    )
+    speedrun(tiny_model(corpus), corpus, settings, checkpoint=path, stop=stop)
     monkeypatch.setattr(SpeedrunHooks, "after_update", after_update)
     ckpt = load_checkpoint(path)
     assert ckpt.payload["progress"]["step"] == 5
-    resumed = train_run(
-        ckpt.model,
-        corpus,
-        SpeedrunSettings(warmdown=0.5, **base),
-        resume=ckpt.payload,
-        **run,
-    )
+    resumed = speedrun(ckpt.model, corpus, settings, resume=ckpt.payload)
     assert resumed["history"]["lr"] == lr
     for a, b in zip(straight.parameters(), ckpt.model.parameters()):
         assert torch.equal(a, b)
