@@ -62,6 +62,13 @@ TINY_RUN = dict(
 )
 
 
+# `tiny_model`'s sizes and a few updates, as the command line's options
+TINY_ARGS = (
+    "--d-model 16 --heads 2 --d-ff 32 --layers 1 --max-tokens 80"
+    " --tokens-per-update 100 --warmup 2 --min-freq 1 --progress none"
+).split()
+
+
 def tiny_model(corpus, dropout=0.1):
     """A one-layer Transformer of width 16 for `corpus`, the same weights every call."""
     from nmt_lib.transformer import Transformer, TransformerConfig

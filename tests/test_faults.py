@@ -47,37 +47,11 @@ def record(rows: list):
 
 
 def train_args(data, out, resume: bool):
-    args = [
-        "train",
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--d-model",
-        "16",
-        "--heads",
-        "2",
-        "--d-ff",
-        "32",
-        "--layers",
-        "1",
-        "--max-tokens",
-        "60",
-        "--tokens-per-update",
-        "60",
-        "--warmup",
-        "3",
-        "--min-freq",
-        "1",
-        "--max-steps",
-        str(STEPS),
-        "--epochs",
-        "1000",
-        "--checkpoint-every",
-        "1",
-        "--progress",
-        "none",
-    ]
+    args = ["train", "--data", str(data), "--out", str(out)] + (
+        "--d-model 16 --heads 2 --d-ff 32 --layers 1 --max-tokens 60"
+        f" --tokens-per-update 60 --warmup 3 --min-freq 1 --max-steps {STEPS}"
+        " --epochs 1000 --checkpoint-every 1 --progress none"
+    ).split()
     return args + (["--resume"] if resume else [])
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY_RUN, cli_call, german_lines, tiny_model
+from conftest import TINY_ARGS, TINY_RUN, cli_call, german_lines, tiny_model
 from nmt_lib.base import cache
 from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run import cli, trainer
@@ -19,31 +19,10 @@ from nmt_lib.run.inference import translate_lines
 from nmt_lib.run.trainer import RunSettings, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-TINY = [
-    "--d-model",
-    "16",
-    "--heads",
-    "2",
-    "--d-ff",
-    "32",
-    "--layers",
-    "1",
-    "--max-tokens",
-    "80",
-    "--tokens-per-update",
-    "100",
-    "--warmup",
-    "2",
-    "--min-freq",
-    "1",
-    "--progress",
-    "none",
-]
-
 
 def train(capsys, data, out, *extra):
     """`python -m nmt_lib train` in this process: (exit status, stdout, stderr)."""
-    return cli_call(capsys, "train", "--data", data, *TINY, "--out", out, *extra)
+    return cli_call(capsys, "train", "--data", data, *TINY_ARGS, "--out", out, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +35,16 @@ def trained(tmp_path_factory):
     out = folder / "m.pt"
     assert (
         cli.main(
-            ["train", "--data", str(data), *TINY, "--out", str(out), "--max-steps", "3"]
+            [
+                "train",
+                "--data",
+                str(data),
+                *TINY_ARGS,
+                "--out",
+                str(out),
+                "--max-steps",
+                "3",
+            ]
         )
         == 0
     )

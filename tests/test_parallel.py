@@ -58,59 +58,24 @@ def test_update_groups_are_the_updates_of_one_process_and_resume_mid_epoch(per_u
 def train(data, out, steps, *, ranks=1, resume=False):
     """`python -m nmt_lib train`, or the same under torchrun with `ranks` Gloo
     processes; no dropout, fp32."""
-    launcher = (
-        [sys.executable]
-        if ranks == 1
-        else [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(ranks),
-        ]
-    )
+    launcher = [sys.executable]
+    if ranks > 1:
+        launcher += (
+            f"-m torch.distributed.run --standalone --nproc_per_node {ranks}".split()
+        )
     args = [
         "--out",
         str(out),
-        "--max-steps",
-        str(steps),
-        "--progress",
-        "none",
-        "--device",
-        "cpu",
+        *f"--max-steps {steps} --progress none --device cpu".split(),
     ]
     if resume:
         args += ["--resume"]
     else:
-        args += [
-            "--data",
-            str(data),
-            "--d-model",
-            "16",
-            "--heads",
-            "2",
-            "--d-ff",
-            "32",
-            "--layers",
-            "1",
-            "--dropout",
-            "0",
-            "--precision",
-            "fp32",
-            "--max-tokens",
-            "60",
-            "--tokens-per-update",
-            "150",
-            "--warmup",
-            "2",
-            "--min-freq",
-            "1",
-            "--epochs",
-            "50",
-            "--checkpoint-every",
-            "1",
-        ]
+        args += ["--data", str(data)] + (
+            "--d-model 16 --heads 2 --d-ff 32 --layers 1 --dropout 0 --precision fp32"
+            " --max-tokens 60 --tokens-per-update 150 --warmup 2 --min-freq 1"
+            " --epochs 50 --checkpoint-every 1"
+        ).split()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_THREADS": "1"}
     run = subprocess.run(
         [*launcher, "-m", "nmt_lib", "train", *args],

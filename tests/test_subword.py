@@ -16,32 +16,8 @@ from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.unknowns import replace_unknowns
 
-STEMS = [
-    "chant",
-    "parl",
-    "mange",
-    "regard",
-    "aim",
-    "jou",
-    "travaill",
-    "dans",
-    "port",
-    "cherch",
-]
-ENDINGS = [
-    "e",
-    "es",
-    "ons",
-    "ez",
-    "ent",
-    "ais",
-    "ait",
-    "ions",
-    "iez",
-    "aient",
-    "erai",
-    "eras",
-]
+STEMS = "chant parl mange regard aim jou travaill dans port cherch".split()
+ENDINGS = "e es ons ez ent ais ait ions iez aient erai eras".split()
 
 
 def corpus_lines(n=400):

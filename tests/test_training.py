@@ -29,7 +29,14 @@ from nmt_lib.training import (
     smoothed_targets,
 )
 
-from conftest import TINY_RUN, cli_call, german_lines, last_drawings, tiny_model
+from conftest import (
+    TINY_ARGS,
+    TINY_RUN,
+    cli_call,
+    german_lines,
+    last_drawings,
+    tiny_model,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -505,32 +512,7 @@ def test_the_lessons_fit_shows_each_epochs_bar_and_then_its_held_out_loss(
 
 
 def tiny_train_args(corpus, out, *extra):
-    return [
-        "train",
-        "--data",
-        corpus,
-        "--d-model",
-        16,
-        "--heads",
-        2,
-        "--d-ff",
-        32,
-        "--layers",
-        1,
-        "--max-tokens",
-        80,
-        "--tokens-per-update",
-        100,
-        "--warmup",
-        2,
-        "--min-freq",
-        1,
-        "--progress",
-        "none",
-        "--out",
-        out,
-        *extra,
-    ]
+    return ["train", "--data", corpus, *TINY_ARGS, "--out", out, *extra]
 
 
 def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus, capsys):
