@@ -67,13 +67,23 @@ def fit_on_splits(
     }
 
 
-def recipe_fit(data, r: dict, *, quiet: bool, title: str, adam=torch.optim.Adam):
-    """A recipe's `fit(model)`, as the model cache calls it: `fit_on_splits` with the
-    recipe `r`'s epochs, batch size and learning rate, the optimizer made by `adam`."""
-    return lambda model: fit_on_splits(
-        model, data, epochs=r["epochs"], batch_size=r["batch_size"], quiet=quiet,
-        title=title, optimizer=adam(model.parameters(), lr=r["lr"]),
-    )
+def recipe_fit(data, recipe: dict, *, quiet, title, optimizer=torch.optim.Adam):
+    """The training of a recipe, as the model cache calls it (`fit(model)`):
+    `fit_on_splits` with the recipe's epochs, batch size and learning rate, and an
+    `optimizer` (a class or a function of the parameters and `lr`; Adam here)."""
+
+    def fit(model):
+        return fit_on_splits(
+            model,
+            data,
+            epochs=recipe["epochs"],
+            batch_size=recipe["batch_size"],
+            optimizer=optimizer(model.parameters(), lr=recipe["lr"]),
+            quiet=quiet,
+            title=title,
+        )
+
+    return fit
 
 
 # Chapter 4b's recipe, as numbers: the model's sizes, then the training
@@ -133,7 +143,7 @@ def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=N
         torch.manual_seed(r["seed"])
         return Transformer(cfg).to(device or default_device())
 
-    fit = recipe_fit(data, r, quiet=quiet, title="Transformer", adam=paper_adam)
+    fit = recipe_fit(data, r, quiet=quiet, title="Transformer", optimizer=paper_adam)
     key = dict(
         cfg=asdict(cfg),
         data=data.fingerprint(),

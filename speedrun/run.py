@@ -11,15 +11,15 @@ record, and render the record table.
     python speedrun/run.py --table
 
 A run is `python speedrun/train.py --exclude tatoeba --time-limit BUDGET --threads 2`
-(the library's `train`, with --ema and --bpe-dropout besides) with the options given:
-the course's fra.txt without the test's sentences, trained for the track's minutes
-(quick 30, main 180; the clock of `--time-limit`, which starts once the corpus is
-ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000 validation
-sentences, and the public Tatoeba test is translated greedily and with beam 4, scored by
-sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the commands, the
-training time and the CPU, the scores, and each test sentence's BLEU counts (chapter
-4a's), from which the table gives a record's gain over the record it builds on (`--on`),
-with its paired-bootstrap interval.
+(the library's `train`, with --warmdown, --ema and --bpe-dropout besides) with the
+options given: the course's fra.txt without the test's sentences, trained for the
+track's minutes (quick 30, main 180; the clock of `--time-limit`, which starts once the
+corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000
+validation sentences, and the public Tatoeba test is translated greedily and with beam
+4, scored by sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the
+commands, the training time and the CPU, the scores, and each test sentence's BLEU
+counts (chapter 4a's), from which the table gives a record's gain over the record it
+builds on (`--on`), with its paired-bootstrap interval.
 
 A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C,
 or a kill, which loses the updates since the last checkpoint) goes on with `--resume`,

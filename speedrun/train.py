@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """`python -m nmt_lib train` with what the speedrun's records tried besides: a
 warm-down of the learning rate (`--warmdown F`), a moving average of the weights
-(`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`); and each checkpoint records its
-run's sittings, where each stretch of training computed, for a record (or assignment 3's
-rules) to say. Every other option is the library's, and a run resumes as the library's
-do.
+(`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`). Each checkpoint also records the
+run's sittings: on which CPU or GPU, with how many threads, each stretch of training ran
+(a record shows them; assignment 3's rules check them). Every other option is the
+library's, and a run resumes as the library's do.
 
     python -m speedrun.train --out runs/ema.pt --ema 0.999 --time-limit 30 ...
     python -m speedrun.train --ema-out runs/ema.pt runs/ema.ema.pt  # the average alone
@@ -174,6 +174,7 @@ class SpeedrunHooks(RunHooks):
     sittings."""
 
     settings_class = SpeedrunSettings
+    command = "python -m speedrun.train"
 
     def begin(self, model, settings):
         started = super().begin(model, settings)
@@ -195,8 +196,10 @@ class SpeedrunHooks(RunHooks):
         # before the checkpoint the update may write
         if self.ema is not None:
             self.ema.update_parameters(model)
-        if self.settings.warmdown:  # the next update's rate: the schedule's, times
-            left = self.warmdown_left(progress["step"])  # what the warm-down leaves
+        # the next update's rate, the schedule's times what the warm-down leaves, set
+        # before the checkpoint the update may write: a resumed run starts from it
+        if self.settings.warmdown:
+            left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
                 group["lr"] = rate * left
         return super().after_update(model, optimizer, schedule, progress)

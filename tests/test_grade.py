@@ -328,6 +328,9 @@ ATTACKS = {
         "    beam_step(torch.zeros(1, 2), torch.zeros(1, 2, 5), "
         "torch.zeros(1, 2, dtype=torch.bool), 2)\n"
     ),
+    "the course's beam_search in a functools.partial": (
+        "SEARCH = functools.partial(beam_search)\n"
+    ),
     "exec of the model answer's cells": (
         "answer = Path(nmt_lib.__file__).parents[1] / 'solutions' / 'assignments'\n"
         "for cell in json.loads((answer / 'A2_transformer.ipynb').read_text())"
@@ -342,8 +345,8 @@ def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(
     tmp_path, attack
 ):
     """Graded as make grade grades A1 and A2, in the sandbox: the course's search is
-    withheld there (test_sandbox tries the other ways of keeping it), and the model
-    answers are not beside its copy of the course.
+    withheld there (test_sandbox tries the other ways of keeping beam_step), and the
+    model answers are not beside its copy of the course.
     """
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox

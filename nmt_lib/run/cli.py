@@ -33,11 +33,12 @@ from nmt_lib.run.testsets import TEST_SETS
 from nmt_lib.transformer import TransformerConfig
 
 
-def build_parser(run_settings=RunSettings) -> argparse.ArgumentParser:
+def build_parser(run_settings=RunSettings, train_prog=None) -> argparse.ArgumentParser:
     """The tools' options; `train` takes those of `run_settings` (`RunSettings`, or a
-    subclass with settings of its own)."""
+    subclass with settings of its own), and `train_prog` names it in usage and errors
+    (a trainer of its own: `python -m speedrun.train`)."""
     parser = argparse.ArgumentParser(
-        prog="python -m nmt_lib",
+        prog=train_prog or "python -m nmt_lib",
         description="Train, use and evaluate the course's Transformer translator.",
     )
     sub = parser.add_subparsers(
@@ -46,6 +47,7 @@ def build_parser(run_settings=RunSettings) -> argparse.ArgumentParser:
     positive = number(int, minimum=1)
     t = sub.add_parser(
         "train",
+        prog=train_prog,
         help="train a Transformer on a tab-separated corpus",
         description=(
             "Train on the train split of a TSV corpus (source<TAB>target per line)."
@@ -279,7 +281,8 @@ def main(argv=None, hooks_class=None) -> int:
     """Entry point of `python -m nmt_lib`; returns the exit status. `hooks_class`, a
     subclass of the trainer's `RunHooks`, trains with hooks and settings of its own."""
     run_settings = getattr(hooks_class, "settings_class", RunSettings)
-    parser = build_parser(run_settings)
+    train_prog = getattr(hooks_class, "command", None)
+    parser = build_parser(run_settings, train_prog)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "length_penalty", 1.0) != 1.0 and args.beam == 1:
@@ -293,7 +296,7 @@ def main(argv=None, hooks_class=None) -> int:
         "evaluate": evaluate_command,
         "average": average.average_command,
     }
-    name = f"{parser.prog} {args.command}"
+    name = train_prog or f"{parser.prog} {args.command}"
     try:
         device = getattr(args, "device", None)
         args.device = (

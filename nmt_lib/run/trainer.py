@@ -224,6 +224,7 @@ class RunHooks(Hooks):
     checkpoint (`extras`): the speedrun's does (speedrun/train.py)."""
 
     settings_class = RunSettings
+    command = "python -m nmt_lib train"  # how a learner starts (and resumes) such a run
 
     def __init__(
         self,
@@ -604,6 +605,11 @@ def resumed_run(args, out: Path, settings_class=RunSettings):
             )
         )
     saved = resume["train"]
+    if unknown := set(saved) - {f.name for f in fields(settings_class)}:
+        raise ValueError(
+            f"{out} was trained with {', '.join(sorted(unknown))}, which this command"
+            " does not have: resume it with the command that trained it"
+        )
     if differ := resume_differences(args, resume, saved, settings_class):
         raise ValueError(
             "--resume goes on with the run as it started, but these options "
@@ -679,7 +685,7 @@ def train_locked(args, out: Path, fresh: tuple | None, hooks_class=RunHooks) -> 
         say(
             f"stopped by {progress['stopped']} at update {progress['step']:,}; the "
             f"checkpoint {out} holds everything so far. Go on with: "
-            f"python -m nmt_lib train --out {out} --resume\n"
+            f"{hooks_class.command} --out {out} --resume\n"
         )
         return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
     if rank == 0:  # rank 0 alone validated and reports
