@@ -193,11 +193,11 @@ class SpeedrunHooks(RunHooks):
         return Resegmented(self.data, self.settings.bpe_dropout, model.cfg.max_len)
 
     def after_update(self, model, optimizer, schedule, progress) -> bool:
-        # before the checkpoint the update may write
+        # both before the checkpoint the update may write, which a resumed run starts
+        # from: the moving average, and the next update's rate (the schedule's times
+        # what the warm-down leaves)
         if self.ema is not None:
             self.ema.update_parameters(model)
-        # the next update's rate, the schedule's times what the warm-down leaves, set
-        # before the checkpoint the update may write: a resumed run starts from it
         if self.settings.warmdown:
             left = self.warmdown_left(progress["step"])
             for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):

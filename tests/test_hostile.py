@@ -17,7 +17,6 @@ from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import translate_lines
 from nmt_lib.run.trainer import RunSettings, train_run
-from nmt_lib.transformer import Transformer, TransformerConfig
 
 
 def train(capsys, data, out, *extra):
@@ -170,16 +169,7 @@ def test_weights_that_diverge_after_a_checkpoint_leave_it_as_it_was(
     de_corpus, tmp_path, monkeypatch
 ):
     corpus = ParallelCorpus(de_corpus, min_freq=1)
-    model = Transformer(
-        TransformerConfig(
-            len(corpus.src_vocab),
-            len(corpus.tgt_vocab),
-            d_model=16,
-            n_heads=2,
-            d_ff=32,
-            n_layers=1,
-        )
-    )
+    model = tiny_model(corpus)
     original = trainer.RunHooks.after_update
 
     def after_update(hooks, model, optimizer, schedule, progress):
