@@ -66,7 +66,7 @@ test: $(STAMP) book slides chromium
 # machines have) must not hold the newest environment back.
 LATEST := .venv-latest
 LATEST_PKGS := torch numpy pandas matplotlib jupyterlab ipykernel nbclient nbval sacrebleu \
-               sentencepiece safetensors pytest pytest-xdist tqdm ipywidgets scipy
+               sentencepiece safetensors pytest pytest-xdist tqdm ipywidgets scipy pooch
 $(LATEST)/.installed: pyproject.toml Makefile
 	@test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	PIP_CONSTRAINT=/dev/null $(LATEST)/bin/python -m pip install -q --upgrade $(LATEST_PKGS)
@@ -79,12 +79,14 @@ test-latest: $(LATEST)/.installed
 	  tests notebooks $(NBVAL) --ignore=tests/test_browser.py \
 	  --ignore=tests/test_grade.py --ignore=tests/test_sandbox.py
 
-$(MATHJAX)/tex-chtml.js:
-	$(PYTHON) tools/fetch_static.py mathjax $(MATHJAX)
+# The course's downloader (pooch, in .venv) fetches them; order-only: a newer .venv
+# does not fetch them again.
+$(MATHJAX)/tex-chtml.js: | $(STAMP)
+	$(BIN)/python tools/fetch_static.py mathjax $(MATHJAX)
 
 REVEAL := build/reveal.js-5.1.0
-$(REVEAL)/dist/reveal.js:
-	$(PYTHON) tools/fetch_static.py reveal.js $(REVEAL)
+$(REVEAL)/dist/reveal.js: | $(STAMP)
+	$(BIN)/python tools/fetch_static.py reveal.js $(REVEAL)
 
 # Offline decks (reveal.js and MathJax copied beside them); open build/slides/index.html.
 slides: $(STAMP) $(MATHJAX)/tex-chtml.js $(REVEAL)/dist/reveal.js

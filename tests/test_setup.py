@@ -11,9 +11,10 @@ ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the
 # subword tokenizer (chapter 8b), ipywidgets and IPython the translator app (chapter 8),
 # safetensors the published model's weights (nmt_lib.run.published), scipy Student's t
-# quantile (chapter 12): each is imported inside the functions that use it, so that
-# importing nmt_lib never needs it.
+# quantile (chapter 12), pooch the downloads (nmt_lib.base.download): each is imported
+# inside the functions that use it, so that importing nmt_lib never needs it.
 LAZY_ONLY = {
+    "pooch",
     "sacrebleu",
     "sentencepiece",
     "ipywidgets",

@@ -1,15 +1,12 @@
-"""The corpus on disk: where it is looked for, and its download with a checksum.
+"""The corpus on disk: where it is looked for, and the course's one downloader (pooch,
+each file checked by its SHA-1 or SHA-256).
 
 The Tatoeba English-French pairs (CC-BY 2.0 FR), in d2l's archive.
 """
 
 import hashlib
 import os
-import shutil
-import sys
 import tempfile
-import urllib.request
-import zipfile
 from pathlib import Path
 
 from nmt_lib.base.cache import cache_home
@@ -33,41 +30,45 @@ def file_sha1(path, algorithm: str = "sha1") -> str:
         return hashlib.file_digest(f, algorithm).hexdigest()
 
 
-def fetch(url: str, path) -> None:
-    """Download `url` into the file `path` (a temporary one: the caller checks it, then
-    moves it)."""
-    with urllib.request.urlopen(url, timeout=60) as response, open(path, "wb") as f:
-        shutil.copyfileobj(response, f)
+def fetch(url: str, known_hash: str, folder, *, fname=None, processor=None):
+    """Download `url` into `folder` (as `fname`) with pooch, check it against
+    `known_hash` ("sha1:..." or "sha256:..."), and hand it to `processor`
+    (`pooch.Unzip`, `pooch.Untar`) if one is given; returns what `pooch.retrieve`
+    returns.
+
+    pooch writes the download to a temporary file beside its target and moves it there
+    only once the hash matched: a failed or corrupt download leaves nothing under the
+    file's name. A failed download raises an OSError (requests' errors are OSErrors).
+    """
+    import pooch  # only a download needs it: an offline data folder never imports it
+
+    try:
+        return pooch.retrieve(
+            url, known_hash, fname=fname, path=folder, processor=processor
+        )
+    except ValueError:  # pooch's hash check
+        raise ValueError(
+            f"{url} does not have the {known_hash.split(':')[0].upper()} the course"
+            " expects: the download is corrupt or the file has changed. Nothing was"
+            " written; run again to download it again."
+        ) from None
 
 
 def download_fra_eng(data_dir, *, url: str = DATA_URL, sha1: str = DATA_SHA1) -> Path:
-    """Download and verify the archive, then move `fra-eng/` into `data_dir`.
-
-    Everything happens in a temporary folder inside `data_dir`; each file is moved into
-    place with an atomic rename only after the checksum matched, so a failure leaves no
-    partial file.
+    """Download and unzip the archive in a temporary folder inside `data_dir`, then move
+    `fra-eng/` into place, `fra.txt` last (its presence means the folder is whole): a
+    failure leaves no partial file where the course looks.
     """
+    import pooch
+
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=data_dir, prefix=".download-") as tmp:
-        archive = Path(tmp) / "fra-eng.zip"
-        sys.stderr.write(f"Downloading {url} into {data_dir} ...\n")
-        fetch(url, archive)
-        got = file_sha1(archive)
-        if got != sha1:
-            raise ValueError(
-                f"{url} has SHA-1 {got}, expected {sha1}: the download is corrupt "
-                "or not the fra-eng archive. Nothing was written; try again."
-            )
-        unpacked = Path(tmp) / "unpacked"
-        with zipfile.ZipFile(archive) as z:
-            z.extractall(unpacked)
-        source = unpacked / "fra-eng"
-        if not (source / "fra.txt").is_file():
-            raise ValueError(f"{url} holds no fra-eng/fra.txt; nothing was written.")
+        unzip = pooch.Unzip(extract_dir="unpacked")
+        fetch(url, f"sha1:{sha1}", tmp, fname="fra-eng.zip", processor=unzip)
+        source = Path(tmp) / "unpacked" / "fra-eng"
         target = data_dir / "fra-eng"
         target.mkdir(exist_ok=True)
-        # fra.txt last: its presence means the whole folder is in place.
         for f in sorted(source.iterdir(), key=lambda p: p.name == "fra.txt"):
             os.replace(f, target / f.name)
     return target / "fra.txt"
@@ -90,7 +91,7 @@ def fra_eng_path(
         raise FileNotFoundError(f"{path} not found. {how}")
     try:
         return download_fra_eng(root, url=url, sha1=sha1)
-    except (OSError, zipfile.BadZipFile) as e:
+    except OSError as e:
         raise FileNotFoundError(
             f"{path} not found and the download failed ({e}). {how}"
         ) from None

@@ -8,9 +8,6 @@ so a model meant for this test must never have seen a pair that shares its Engli
 its French sentence with a test pair.
 """
 
-import os
-import sys
-import tempfile
 import unicodedata
 from pathlib import Path
 
@@ -29,37 +26,6 @@ TATOEBA_FILES = {  # the two files of the OPUS-MT-testsets repository and their 
 TEST_SETS = ("tatoeba",)
 
 
-def file_sha256(path) -> str:
-    return file_sha1(path, "sha256")
-
-
-def download_tatoeba_test(
-    folder, *, url: str = TATOEBA_URL, files: dict | None = None
-) -> Path:
-    """Fetch the two files into `folder`, each checked by SHA-256 before it is moved
-    into place, the French file last (its presence means the set is whole). A failure
-    leaves nothing half-written.
-    """
-    folder, files = Path(folder), files or TATOEBA_FILES
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-        for name, sha256 in sorted(
-            files.items(), key=lambda item: item[0].endswith(".fra")
-        ):
-            part = Path(tmp) / name
-            sys.stderr.write(f"Downloading {url}{name} into {folder} ...\n")
-            fetch(url + name, part)
-            if file_sha256(part) != sha256:
-                raise ValueError(
-                    f"{url}{name} has SHA-256 {file_sha256(part)}, expected {sha256}:"
-                    " the download is corrupt or not the v2021-08-07 test set; nothing"
-                    " was written"
-                )
-        for name in sorted(files, key=lambda n: n.endswith(".fra")):
-            os.replace(Path(tmp) / name, folder / name)
-    return folder
-
-
 def tatoeba_test_dir(data_dir=None, *, download: bool = True) -> Path:
     """The folder holding the test set's two files: `tatoeba-test/` under the data
     directory ($NMT_DATA_DIR, else ~/.cache/nmt_course), downloaded if it is missing."""
@@ -73,13 +39,15 @@ def tatoeba_test_dir(data_dir=None, *, download: bool = True) -> Path:
     )
     if not download:
         raise FileNotFoundError(f"the Tatoeba test set is not in {folder}. {how}")
-    try:
-        return download_tatoeba_test(folder)
+    try:  # each file is moved into place once its SHA-256 matched
+        for name, sha256 in TATOEBA_FILES.items():
+            fetch(TATOEBA_URL + name, f"sha256:{sha256}", folder, fname=name)
     except OSError as e:
         raise FileNotFoundError(
             f"the Tatoeba test set is not in {folder} and the download failed ({e}). "
             f"{how}"
         ) from None
+    return folder
 
 
 def read_tatoeba_test(data_dir=None, *, download: bool = True) -> list[tuple[str, str]]:
@@ -88,7 +56,7 @@ def read_tatoeba_test(data_dir=None, *, download: bool = True) -> list[tuple[str
     folder = tatoeba_test_dir(data_dir, download=download)
     sides = []
     for name, sha256 in TATOEBA_FILES.items():
-        if file_sha256(folder / name) != sha256:
+        if file_sha1(folder / name, "sha256") != sha256:
             raise ValueError(
                 f"{folder / name} is not the v2021-08-07 test file (its SHA-256"
                 " differs); delete it and run again to download it"
