@@ -61,11 +61,6 @@ DEFAULT_EXP = re.compile(rf"^#\|\s*default_exp\s+({NAME})\s*$", re.M)
 EXPORT = re.compile(rf"^#\|\s*export(?:\s+({NAME}))?\s*$")
 
 
-def cell_source(cell):
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def exports_of(nb_path):
     """[(module name, code)] for one notebook's export cells, in cell order."""
     try:
@@ -74,7 +69,7 @@ def exports_of(nb_path):
         raise SystemExit(f"export_lib: cannot read {nb_path}: {e}")
     names, cells = set(), []
     for cell in nb.get("cells", []):
-        src = cell_source(cell)
+        src = "".join(cell.get("source", ""))  # a list of lines, or one string
         names.update(DEFAULT_EXP.findall(src))
         if cell.get("cell_type") != "code":
             continue
@@ -121,15 +116,15 @@ def expected_files(root=ROOT):
     return out
 
 
+def is_generated(path) -> bool:
+    """Whether `path` carries our header (hand-written files do not)."""
+    with open(path, encoding="utf-8") as f:
+        return header_of(f.read(2000)) is not None
+
+
 def generated_files(root=ROOT):
-    """Files in nmt_lib/ that carry our header (hand-written ones, like __init__.py, do
-    not)."""
-    found = []
-    for path in sorted((root / "nmt_lib").rglob("*.py")):
-        with open(path, encoding="utf-8") as f:
-            if header_of(f.read(2000)):
-                found.append(path)
-    return found
+    """The files in nmt_lib/ that carry our header."""
+    return [p for p in sorted((root / "nmt_lib").rglob("*.py")) if is_generated(p)]
 
 
 def forward_imports(root=ROOT):
@@ -166,11 +161,8 @@ def forward_imports(root=ROOT):
     return found
 
 
-LAYERS = (
-    "base",
-    "lesson",
-    "tooling",
-)  # bottom to top: a module imports only its own layer or lower
+# bottom to top: a module imports only its own layer or lower
+LAYERS = ("base", "lesson", "tooling")
 
 
 def layer_of(root, path) -> str:
@@ -178,11 +170,9 @@ def layer_of(root, path) -> str:
     module), or the tooling (every other hand-written module: nmt_lib/run/,
     nmt_lib/checks/, __main__).
     """
-    rel = path.relative_to(root / "nmt_lib").parts
-    if rel[0] == "base":
+    if path.relative_to(root / "nmt_lib").parts[0] == "base":
         return "base"
-    with open(path, encoding="utf-8") as f:
-        return "lesson" if header_of(f.read(2000)) else "tooling"
+    return "lesson" if is_generated(path) else "tooling"
 
 
 def imports_of(root, path) -> set[str]:
@@ -306,15 +296,14 @@ def main(argv=None):
                 " imports no lesson or tooling."
             )
             return 1
+        found = generated_files(root)
         generated = [
-            p.relative_to(root / "nmt_lib").with_suffix("").as_posix()
-            for p in generated_files(root)
+            p.relative_to(root / "nmt_lib").with_suffix("").as_posix() for p in found
         ]
         written = [
             p.relative_to(root).as_posix()
             for p in sorted((root / "nmt_lib").rglob("*.py"))
-            if p.relative_to(root / "nmt_lib").with_suffix("").as_posix()
-            not in generated
+            if p not in found
         ]
         print(
             f"nmt_lib/ matches the notebooks: {len(generated)} generated modules"
@@ -323,15 +312,14 @@ def main(argv=None):
         )
         return 0
     expected = expected_files(root)
-    for path in generated_files(root):
-        if path not in expected:
+    for path, _ in stale_files(root):
+        if path in expected:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(expected[path], encoding="utf-8")
+            print(f"wrote {path.relative_to(root)}")
+        else:
             path.unlink()
             print(f"removed {path.relative_to(root)} (no notebook exports it)")
-    for path, text in expected.items():
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(root)}")
     return 0
 
 

@@ -30,12 +30,14 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from render_tables import figure  # the README's format, so both show a figure alike
+from nmt_lib.base.course import quick_mode
 from nmt_lib.run.records import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 3600  # seconds a cell may run
 
 
-def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
+def run_one(src: Path, dst: Path, workdir: Path, headlines: Path):
     nb = nbformat.read(src, as_version=4)
     headlines.unlink(missing_ok=True)
     os.environ["NMT_HEADLINES"] = str(headlines)
@@ -47,7 +49,7 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
     client = NotebookClient(
         nb,
         km=km,
-        timeout=timeout,
+        timeout=TIMEOUT,
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
     )
@@ -60,13 +62,8 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
         if km.has_kernel:
             km.shutdown_kernel(now=True)
     wall = time.perf_counter() - start
-    numbers = []
-    if headlines.exists():
-        numbers = [
-            json.loads(line)
-            for line in headlines.read_text(encoding="utf-8").splitlines()
-            if line
-        ]
+    text = headlines.read_text(encoding="utf-8") if headlines.exists() else ""
+    numbers = [json.loads(line) for line in text.splitlines() if line]
     # What the README's chapter table and the teacher's guide render
     # (tools/render_tables.py): the figures the notebook computed, and where and when it
     # ran.
@@ -74,9 +71,7 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
         "headlines": numbers,
         "executed": time.strftime("%Y-%m-%d"),
         "cpu": cpu_name(),
-        "mode": (
-            "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"
-        ),
+        "mode": "quick" if quick_mode() else "learner",
     }
     without_progress_bars(nb)
     nbformat.write(nb, dst)
@@ -85,11 +80,8 @@ def run_one(src: Path, dst: Path, workdir: Path, headlines: Path, timeout: int):
 
 WIDGETS = "application/vnd.jupyter.widget-state+json"
 VIEW = "application/vnd.jupyter.widget-view+json"
-BAR = [
-    "HTMLModel",
-    "FloatProgressModel",
-    "HTMLModel",
-]  # tqdm's notebook bar: text, progress, text
+# tqdm's notebook bar: text, progress, text
+BAR = ["HTMLModel", "FloatProgressModel", "HTMLModel"]
 
 
 def without_progress_bars(nb):
@@ -142,17 +134,12 @@ def chosen(
 ) -> tuple[tuple, list[Path]]:
     """The folders to run (the chapters by default) and their notebooks whose
     folder/name contains `only`."""
-    answers = (
-        "solutions",
-        "solutions/assignments",
-    )  # the exercises' solutions, the assignments' model answers
-    folders = (
-        ("notebooks", *answers)
-        if everything
-        else answers
-        if solutions
-        else ("notebooks",)
-    )
+    # the exercises' solutions, the assignments' model answers
+    answers = ("solutions", "solutions/assignments")
+    if everything:
+        folders = ("notebooks", *answers)
+    else:
+        folders = answers if solutions else ("notebooks",)
     return folders, [
         p
         for folder in folders
@@ -182,9 +169,6 @@ def main(argv=None):
         action="store_true",
         help="run the chapters, then the solutions notebooks",
     )
-    parser.add_argument(
-        "--timeout", type=int, default=3600, help="seconds allowed per cell"
-    )
     args = parser.parse_args(argv)
 
     build = ROOT / "build" / "course"
@@ -200,10 +184,8 @@ def main(argv=None):
             f"run_course: no notebook in {' or '.join(f + '/' for f in folders)}"
             f" matches {args.only!r}"
         )
-    mode = "quick" if os.environ.get("NMT_QUICK", "") not in ("", "0") else "learner"
-    what = {("notebooks",): "chapters", ("solutions",): "solutions notebooks"}.get(
-        folders, "notebooks"
-    )
+    mode = "quick" if quick_mode() else "learner"
+    what = "chapters" if folders == ("notebooks",) else "notebooks"
     print(
         f"Running {len(chapters)} {what} in {mode} mode; figures go to"
         f" {os.environ['NMT_FIG_DIR']}",
@@ -224,30 +206,18 @@ def main(argv=None):
         )
         dst.parent.mkdir(parents=True, exist_ok=True)
         workdir = nb_path.parent if args.inplace else dst.parent
-        name = (
-            nb_path.stem
-            if nb_path.parent.name == "notebooks"
-            else f"{nb_path.parent.name}/{nb_path.stem}"
-        )
-        wall, error, numbers = run_one(
-            nb_path,
-            dst,
-            workdir,
-            build / f"{name.replace('/', '_')}.headlines.jsonl",
-            args.timeout,
-        )
+        chapter = nb_path.parent.name == "notebooks"
+        name = nb_path.stem if chapter else f"{nb_path.parent.name}/{nb_path.stem}"
+        headlines = build / f"{name.replace('/', '_')}.headlines.jsonl"
+        wall, error, numbers = run_one(nb_path, dst, workdir, headlines)
         print(f"{wall:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
         if error:
             failed.append(nb_path.name)
-        rows.append(
-            (
-                name,
-                "chapter" if nb_path.parent.name == "notebooks" else "solutions",
-                wall,
-                "failed" if error else "ok",
-                numbers,
-            )
+        kind, status = (
+            "chapter" if chapter else "solutions",
+            "failed" if error else "ok",
         )
+        rows.append((name, kind, wall, status, numbers))
 
     print(
         "\n| notebook | kind | wall time | status | headline numbers"

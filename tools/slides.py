@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nbconvert.filters.markdown_mistune import markdown2html_mistune
+from nbconvert.filters.markdown_mistune import markdown2html_mistune as markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 # characters: a marked markdown cell longer than this shows its display equations alone
@@ -49,10 +49,6 @@ STYLE = """
 """
 
 
-def markdown(text: str) -> str:
-    return markdown2html_mistune(text)
-
-
 def inline(text: str) -> str:
     """Markdown for one line (a heading), without the paragraph around it."""
     return re.sub(r"^<p>(.*)</p>\s*$", r"\1", markdown(text), flags=re.S)
@@ -62,10 +58,10 @@ def slide_type(cell) -> str:
     return cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "")
 
 
-def outputs(cell) -> str:
+def outputs(cell_outputs: list[dict]) -> str:
     """A code cell's figures, HTML tables and printed text, as HTML."""
     parts = []
-    for out in cell.get("outputs", []):
+    for out in cell_outputs:
         data = out.get("data", {})
         if "image/png" in data:
             parts.append(
@@ -102,13 +98,14 @@ def pieces(text: str, limit: int = 1500) -> list[str]:
     return [p.strip() for p in parts]
 
 
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
 def chapter_slides(path: Path) -> list[str]:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    slides, heading = (
-        [],
-        "",
-    )  # as HTML, the section a figure belongs to (before the first: the chapter)
-    for cell in cells:
+    # heading: as HTML, the section a figure belongs to (before the first: the chapter)
+    slides, heading = [], ""
+    for cell in cells(path):
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             if source.startswith("# "):
@@ -119,7 +116,7 @@ def chapter_slides(path: Path) -> list[str]:
                 )
                 slides.append(
                     section(
-                        f"<h1>{html.escape(title)}</h1>\n"
+                        f"<h1>{heading}</h1>\n"
                         + (markdown(goals.group(0)) if goals else "")
                     )
                 )
@@ -144,9 +141,8 @@ def chapter_slides(path: Path) -> list[str]:
             heading = inline(found[-1]) if found else heading
             # a key equation: the cell, or its displays alone
             if slide_type(cell) == "slide":
-                text = re.sub(
-                    r"^#{1,3} .*$", "", source, flags=re.M
-                ).strip()  # the heading is the title
+                # the heading is the title
+                text = re.sub(r"^#{1,3} .*$", "", source, flags=re.M).strip()
                 displays = re.findall(r"\$\$.+?\$\$", text, re.S)
                 body = (
                     "\n\n".join(displays)
@@ -155,24 +151,16 @@ def chapter_slides(path: Path) -> list[str]:
                 )
                 slides.append(section(f"<h2>{heading}</h2>\n" + markdown(body)))
         else:
-            figures = [
-                o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})
-            ]
+            shown = cell.get("outputs", [])
+            figures = [o for o in shown if "image/png" in o.get("data", {})]
             # the code and its printed output; its figures follow
             if slide_type(cell) == "slide":
                 code = f"<pre><code>{html.escape(source)}</code></pre>"
-                printed = outputs(
-                    {
-                        "outputs": [
-                            o for o in cell.get("outputs", []) if o not in figures
-                        ]
-                    }
-                )
+                printed = outputs([o for o in shown if o not in figures])
                 slides.append(section(f"<h2>{heading}</h2>\n{code}\n{printed}"))
             if slide_type(cell) != "skip":
                 slides += [
-                    section(f"<h2>{heading}</h2>\n" + outputs({"outputs": [o]}))
-                    for o in figures
+                    section(f"<h2>{heading}</h2>\n" + outputs([o])) for o in figures
                 ]
     return slides
 
@@ -224,13 +212,7 @@ def session_deck(title: str, row: dict) -> str:
     chapters = [
         next((ROOT / "notebooks").glob(f"{c}_*.ipynb")) for c in row["chapters"]
     ]
-    sources = [
-        [
-            "".join(c["source"])
-            for c in json.loads(p.read_text(encoding="utf-8"))["cells"]
-        ]
-        for p in chapters
-    ]
+    sources = [["".join(c["source"]) for c in cells(p)] for p in chapters]
     titles = [
         next(s.splitlines()[0][2:] for s in chapter if s.startswith("# "))
         for chapter in sources

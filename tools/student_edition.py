@@ -64,19 +64,14 @@ def kept_files(root: Path) -> list[str]:
     )
 
 
-def strip_notebook(path: Path) -> bool:
-    """Drop the pointer to the solutions from a notebook's markdown cells; whether
-    anything changed."""
+def strip_notebook(path: Path):
+    """Drop the pointer to the solutions from a notebook's markdown cells."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     changed = False
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "markdown":
             continue
-        text = (
-            "".join(cell["source"])
-            if isinstance(cell["source"], list)
-            else cell["source"]
-        )
+        text = "".join(cell["source"])  # a list of lines, or one string
         new = LEFT_OUT_LINK.sub(r"\1", SOLUTIONS_LINE.sub("", text))
         if new != text:
             cell["source"], changed = new.splitlines(keepends=True), True
@@ -84,7 +79,6 @@ def strip_notebook(path: Path) -> bool:
         path.write_text(
             json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-    return changed
 
 
 def strip_index(path: Path):
