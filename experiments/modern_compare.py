@@ -75,12 +75,12 @@ def row(label: str, ckpt, corpus) -> dict:
             round(tokens / progress["seconds"]) if tokens else None
         ),
         "valid_perplexity": round(math.exp(history["valid_loss"][-1]), 3),
-        "valid_bleu": round(valid["sacrebleu"], 2),
-        "valid_chrf": round(valid["chrf"], 2),
-        "test_bleu": round(test["sacrebleu"], 2),
-        "test_chrf": round(test["chrf"], 2),
-        "valid_signature": valid["signature"],
-        "test_signature": test["signature"],
+        "valid_bleu": round(valid.sacrebleu, 2),
+        "valid_chrf": round(valid.chrf, 2),
+        "test_bleu": round(test.sacrebleu, 2),
+        "test_chrf": round(test.chrf, 2),
+        "valid_signature": valid.signature,
+        "test_signature": test.signature,
         "scoring_seconds": round(time.perf_counter() - start, 1),
     }
 

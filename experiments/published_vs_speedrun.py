@@ -38,10 +38,8 @@ def main(argv=None):
     alpha = read_record("tatoeba-test-beam4")["alpha"]
     scored = evaluate_public(load_published(), beam=4, alpha=alpha)
     published = {
-        "beam4": {"sacrebleu": scored["sacrebleu"]},
-        "counts_beam4": sentence_counts(
-            scored["hypotheses"], scored["reference_lines"]
-        ),
+        "beam4": {"sacrebleu": scored.sacrebleu},
+        "counts_beam4": sentence_counts(scored.hypotheses, scored.reference_lines),
     }
     rows = [
         [r["name"], f"{r['beam4']['sacrebleu']:.2f}", gain(r, published), training(r)]
@@ -59,7 +57,7 @@ def main(argv=None):
                 ]
             ),
             "caption": (
-                f"the published model scores {scored['sacrebleu']:.2f} with beam 4 (α"
+                f"the published model scores {scored.sacrebleu:.2f} with beam 4 (α"
                 f" {alpha:g}) on the public Tatoeba test; each interval is the paired"
                 f" bootstrap's over its {len(published['counts_beam4']):,} sentences;"
                 f" by `python experiments/published_vs_speedrun.py` on {cpu_name()}"

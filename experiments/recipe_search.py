@@ -133,8 +133,8 @@ def main(argv=None) -> int:
             "search": (
                 "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha:g}"
             ),
-            "valid_bleu": round(r["sacrebleu"], 2),
-            "valid_chrf": round(r["chrf"], 2),
+            "valid_bleu": round(r.sacrebleu, 2),
+            "valid_chrf": round(r.chrf, 2),
             "seconds": round(time.perf_counter() - start, 1),
             "note": note,
         }
@@ -146,9 +146,9 @@ def main(argv=None) -> int:
         )
         return {
             **row,
-            "signature": r["signature"],
-            "sentences": r["sentences"],
-            "references": r["references"],
+            "signature": r.signature,
+            "sentences": r.sentences,
+            "references": r.references,
         }
 
     baseline = load_checkpoint(args.baseline, device="cpu")

@@ -1,25 +1,21 @@
 """The hidden tests of the three assignments, for the teacher (left out of the student
-edition).
+edition): each assignment's tasks, their points, and how a submission is scored.
 
 Each task is scored in two parts: the public grader the assignment notebook already
 shows the student (`nmt_lib.checks`), and hidden cases the student has not seen (other
-sizes, seeds, mask shapes, gradients). `grade_in_sandbox(assignment, box)` grades a
-submission run in the sandbox (grading/sandbox.py) and returns one row per task: points
-earned, points possible, and the messages; `tools/grade.py` calls it.
+sizes, seeds, mask shapes, gradients: `grading/a1.py`, `a2.py` and `a3.py`).
+`grade_in_sandbox(assignment, box)` grades a submission run in the sandbox
+(grading/sandbox.py) and returns one row per task: points earned, points possible, and
+the messages; `tools/grade.py` calls it.
 """
 
 import functools
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
-import torch.nn.functional as F
-
-from nmt_lib.checks import CheckFailed, compare, learner_call
-from nmt_lib.checks.core import gradients_of
-from nmt_lib.checks.assignments import (
-    RUNS,
-    check_ablation,
+from grading import a1, a2, a3
+from nmt_lib.checks import (
+    CheckFailed,
     check_alibi_bias,
     check_beats_reference,
     check_local_attention,
@@ -27,13 +23,8 @@ from nmt_lib.checks.assignments import (
     check_penalised_greedy,
     check_repetition_penalty,
     check_window_mask,
-    find_runs,
-    random_translator,
-    runs_bleu,
-    sources,
-    token_lists,
 )
-from nmt_lib.checks.transformer import load_course_weights, output_of
+from nmt_lib.checks.a3 import RUNS, find_runs
 
 
 @dataclass(frozen=True)
@@ -50,288 +41,20 @@ class Task:
     runs: bool = False
 
 
-# ---- A1: the references the hidden cases compare with, from chapter 3's mask and
-# PyTorch's attention ----
-def _window_reference(tq, tk, window):
-    from nmt_lib.attention import causal_mask
-
-    return causal_mask(tq, tk, offset=tk - tq) & ~causal_mask(
-        tq, tk, offset=tk - tq - window
-    )
-
-
-def _alibi_reference(h, tq, tk):
-    slopes = 2.0 ** (-8 * torch.arange(1, h + 1) / h)  # (H,)
-    distance = (torch.arange(tk - tq, tk)[:, None] - torch.arange(tk)).abs()  # (Tq, Tk)
-    return -slopes[:, None, None] * distance
-
-
-def _hidden_window_mask(fn):
-    for tq, tk, window in (
-        (7, 7, 3),
-        (1, 9, 4),
-        (5, 12, 1),
-        (4, 4, 10),
-        (300, 300, 64),
-    ):
-        case = f"{tq} queries, {tk} keys, window {window}"
-        compare(
-            case,
-            learner_call(case, fn, tq, tk, window),
-            _window_reference(tq, tk, window),
-        )
-
-
-def _hidden_alibi_bias(fn):
-    for h, tq, tk in ((8, 6, 6), (3, 2, 7), (16, 1, 20)):
-        case = f"{h} heads, {tq} queries, {tk} keys"
-        compare(
-            case,
-            learner_call(case, fn, h, tq, tk),
-            _alibi_reference(h, tq, tk),
-            atol=1e-6,
-        )
-
-
-def _local_reference(course, x, mask, window, alibi):
-    """Chapter 5's projections around PyTorch's attention, given the bias and the window
-    as a float mask."""
-    from nmt_lib.multihead import merge_heads, split_heads
-
-    B, T, _ = x.shape
-    H = course.n_heads
-    q, k, v = (split_heads(W(x), H) for W in (course.W_q, course.W_k, course.W_v))
-    allowed = torch.ones(T, T, dtype=torch.bool) if mask is None else mask
-    allowed = (allowed.unsqueeze(1) if allowed.dim() == 3 else allowed).expand(
-        B, H, T, T
-    )
-    if window is not None:
-        allowed = allowed & _window_reference(T, T, window)
-    bias = _alibi_reference(H, T, T) if alibi else torch.zeros(H, T, T)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=bias.masked_fill(~allowed, float("-inf"))
-    )
-    return course.W_o(merge_heads(out))
-
-
-def _hidden_local_attention(cls):
-    from nmt_lib.attention import causal_mask, lens_to_mask
-    from nmt_lib.multihead import MultiHeadAttention
-
-    gen = torch.Generator().manual_seed(2026)
-    for d, h, window, mask in (
-        (32, 8, None, lens_to_mask([9, 7], 9)),
-        (32, 8, 4, lens_to_mask([9, 7], 9)),
-        (12, 1, 2, causal_mask(9)),
-        (16, 4, None, causal_mask(9) & lens_to_mask([9, 6], 9)),
-    ):
-        case = f"cls({d}, {h}, window={window}) with a {tuple(mask.shape)} mask"
-        torch.manual_seed(d + (window or 0))
-        course = MultiHeadAttention(d, h).eval()
-        mine = learner_call(case, cls, d, h, window=window)
-        load_course_weights(case, mine, course)
-        x = torch.randn(2, 9, d, generator=gen, requires_grad=True)
-        got = output_of(learner_call(case, mine, x.detach(), mask))
-        expected = _local_reference(course, x, mask, window, alibi=True)
-        compare(case, got, expected.detach())
-        g = torch.randn(expected.shape, generator=gen)
-        found = gradients_of(case, mine, [x], g, ["W_q.weight"], mask)
-        wanted = torch.autograd.grad((expected * g).sum(), (x, course.W_q.weight))
-        for name, f, w in zip(("x", "W_q's weight"), found, wanted):
-            if f is None:
-                raise CheckFailed(f"{case}: no gradient reaches {name}")
-            compare(f"{case}: the gradient with respect to {name}", f, w, atol=1e-4)
-
-
-# ---- A2: the references, from chapter 7's model interface and chapter 8's beam tree
-# ----
-def _penalty_reference(logits, generated, penalty):
-    before = logits.gather(1, generated)
-    return logits.scatter(
-        1, generated, torch.where(before > 0, before / penalty, before * penalty)
-    )
-
-
-def _hidden_repetition_penalty(fn):
-    gen = torch.Generator().manual_seed(2026)
-    logits = torch.randn(4, 50, generator=gen, dtype=torch.float64)
-    generated = torch.randint(0, 50, (4, 12), generator=gen)
-    for penalty in (1.2, 0.5):
-        case = (
-            "float64 logits over 50 tokens, 12 generated with repeats, penalty"
-            f" {penalty}"
-        )
-        got = learner_call(case, fn, logits.clone(), generated.clone(), penalty)
-        compare(case, got, _penalty_reference(logits, generated, penalty))
-        if torch.as_tensor(got).dtype != torch.float64:
-            raise CheckFailed(
-                f"{case}: the logits should keep their dtype torch.float64"
-            )
-
-
-@torch.no_grad()
-def _greedy_reference(model, src, src_len, *, bos_id, eos_id, max_len, penalty):
-    out = []
-    for i in range(src.shape[0]):
-        state, tokens = model.encode(src[i : i + 1], src_len[i : i + 1]), []
-        step = torch.tensor([[bos_id]])
-        for _ in range(max_len):
-            logits, state, _ = model.step(step, state)
-            generated = torch.tensor([tokens], dtype=torch.long)
-            token = int(
-                _penalty_reference(logits[:, -1], generated, penalty).argmax(-1)
-            )
-            if token == eos_id:
-                break
-            tokens.append(token)
-            step = torch.tensor([[token]])
-        out.append(tokens)
-    return out
-
-
-def _hidden_penalised_greedy(fn, penalty_fn):
-    model, (src, src_len) = (
-        random_translator(3, vocab=20),
-        sources(3, (7, 2, 9, 4), vocab=20),
-    )
-    for penalty, max_len in ((1.8, 10), (0.7, 10), (1.5, 2)):
-        ids = dict(bos_id=1, eos_id=2, max_len=max_len, penalty=penalty)
-        case = f"4 sentences, 20 tokens, penalty {penalty}, max_len {max_len}"
-        got = token_lists(case, learner_call(case, fn, model, src, src_len, **ids), 4)
-        expected = _greedy_reference(model, src, src_len, **ids)
-        if got != expected:
-            raise CheckFailed(f"{case}: got {got}, expected {expected}")
-
-
-def _n_best_reference(model, src, src_len, *, beam_size, n, alpha, **ids):
-    from nmt_lib.decoding import cut_at_eos
-    from nmt_lib.evaluation import beam_trace, trace_path
-
-    out = []
-    for i in range(src.shape[0]):
-        _, nodes = beam_trace(
-            model,
-            src[i, : int(src_len[i])].tolist(),
-            beam_size=beam_size,
-            alpha=alpha,
-            **ids,
-        )
-        final = sorted(
-            (node for node in nodes if node.get("final")),
-            key=lambda node: -node["score"],
-        )
-        out.append(
-            [
-                (
-                    cut_at_eos(trace_path(nodes, nodes.index(node))[1:], ids["eos_id"])[
-                        0
-                    ],
-                    node["score"],
-                )
-                for node in final[:n]
-            ]
-        )
-    return out
-
-
-def _hidden_n_best(fn):
-    model, (src, src_len) = (
-        random_translator(4, vocab=20),
-        sources(4, (6, 3, 8), vocab=20),
-    )
-    for beam, n, alpha in ((5, 5, 0.6), (2, 2, 1.0)):
-        ids = dict(bos_id=1, eos_id=2, max_len=9)
-        case = f"beam {beam}, n {n}, alpha {alpha:g}, 3 sentences over 20 tokens"
-        got = learner_call(
-            case, fn, model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids
-        )
-        expected = _n_best_reference(
-            model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids
-        )
-        for i, (mine, right) in enumerate(zip(got, expected)):
-            if [[int(t) for t in tokens] for tokens, _ in mine] != [
-                tokens for tokens, _ in right
-            ]:
-                raise CheckFailed(
-                    f"{case}: sentence {i}: got {[list(t) for t, _ in mine]}, expected "
-                    f"{[t for t, _ in right]}"
-                )
-            compare(
-                f"{case}: sentence {i}, the scores",
-                [float(s) for _, s in mine],
-                [s for _, s in right],
-                atol=1e-4,
-            )
-
-
-# ---- A3: graded from the checkpoints handed in: the test split, and the table's
-# figures recomputed ----
-def _hidden_beats_reference(runs, chosen):
-    return check_beats_reference(runs, chosen, "test")
-
-
-def _public_ablation(runs, table, chosen):
-    return check_ablation(table, chosen)
-
-
-def _hidden_ablation(runs, table, chosen):
-    """Each row's validation BLEU read again from its run's checkpoint, and the chosen
-    setting's two rows in full: the difference to the reference of the same seed and its
-    interval (chapter 4a's paired bootstrap, its defaults)."""
-    import numpy as np
-    from nmt_lib.metrics import paired_bootstrap
-
-    wanted = set(table.index) | {("reference", 1), ("reference", 2)}
-    missing = sorted(key for key in wanted if key not in runs)
-    if missing:
-        raise CheckFailed(
-            f"`ablation` has rows with no checkpoint in {RUNS}/: "
-            f"{', '.join(f'{name}.seed{seed}.pt' for name, seed in missing)}"
-        )
-    bleu = runs_bleu({key: runs[key] for key in wanted}, "valid")
-    for key, row in table.iterrows():
-        if abs(float(row["valid BLEU"]) - bleu[key].bleu) > 0.05:
-            raise CheckFailed(
-                f"`ablation`, row {key}: valid BLEU {float(row['valid BLEU']):.2f}, but"
-                f" its checkpoint measures {bleu[key].bleu:.2f}"
-            )
-    for seed in (1, 2):
-        mine, base = bleu[chosen, seed], bleu["reference", seed]
-        a, b = paired_bootstrap(mine.counts(), base.counts())
-        low, high = np.percentile(a - b, [2.5, 97.5])
-        measured = {
-            "minus reference": (mine.bleu - base.bleu, 0.05),
-            "low": (low, 0.1),
-            "high": (high, 0.1),
-        }
-        for column, (value, tolerance) in measured.items():
-            if abs(float(table.loc[(chosen, seed), column]) - value) > tolerance:
-                raise CheckFailed(
-                    f"`ablation`, row ({chosen!r}, {seed}): {column} is"
-                    f" {float(table.loc[(chosen, seed), column]):.2f}, but its"
-                    f" checkpoint measures {value:.2f} against the reference of seed"
-                    f" {seed}"
-                )
-    return (
-        "each row's BLEU and the chosen rows' intervals, measured again from the"
-        " checkpoints"
-    )
-
-
 ASSIGNMENTS = {
     "A1": [
         Task(
             "a sliding-window mask",
             ("sliding_window_mask",),
             check_window_mask,
-            _hidden_window_mask,
+            a1.window_mask,
         ),
-        Task("the ALiBi bias", ("alibi_bias",), check_alibi_bias, _hidden_alibi_bias),
+        Task("the ALiBi bias", ("alibi_bias",), check_alibi_bias, a1.alibi_bias),
         Task(
             "multi-head attention with ALiBi and a window",
             ("MyLocalAttention",),
             check_local_attention,
-            _hidden_local_attention,
+            a1.local_attention,
         ),
     ],
     "A2": [
@@ -339,22 +62,22 @@ ASSIGNMENTS = {
             "a repetition penalty",
             ("repetition_penalty",),
             check_repetition_penalty,
-            _hidden_repetition_penalty,
+            a2.repetition_penalty,
         ),
         Task(
             "greedy decoding with the penalty",
             ("greedy_with_penalty", "repetition_penalty"),
             check_penalised_greedy,
-            _hidden_penalised_greedy,
+            a2.penalised_greedy,
         ),
-        Task("the n best of beam search", ("n_best",), check_n_best, _hidden_n_best),
+        Task("the n best of beam search", ("n_best",), check_n_best, a2.n_best),
     ],
     "A3": [
         Task(
             "beat the reference",
             ("chosen",),
             check_beats_reference,
-            _hidden_beats_reference,
+            a3.beats_reference,
             points=20,
             own=False,
             runs=True,
@@ -362,8 +85,8 @@ ASSIGNMENTS = {
         Task(
             "the ablation table",
             ("ablation", "chosen"),
-            _public_ablation,
-            _hidden_ablation,
+            a3.public_ablation,
+            a3.ablation,
             own=False,
             runs=True,
         ),
@@ -371,24 +94,24 @@ ASSIGNMENTS = {
 }
 
 
-COURSE = (
-    "nmt_lib",
-    "torch",
-    "d2l",
-)  # the packages whose objects are not the student's own
+# the packages whose objects are not the student's own
+COURSE = ("nmt_lib", "torch", "d2l")
 
 
-def _refusal(task: Task, name: str, namespace: dict):
-    """Why the submission's `name` cannot be graded for `task` (not defined, None, or
-    the course's own code), or None."""
-    obj = namespace.get(name)
-    origin = getattr(obj, "__module__", "__main__")
-    if name not in namespace:
-        return f"`{name}` is not defined: run the cell that defines it, or name it so"
-    if obj is None:
+def _refusal(task: Task, name: str, about: dict, errors=()) -> str | None:
+    """Why the submission's `name` cannot be graded for `task`, or None: not defined
+    (`errors`: what its cells raised), None, or the course's own code. `about`: whether
+    the name is defined, whether it is None, its object's module."""
+    if not about["defined"]:
+        cells = f" (its cells raised {'; '.join(errors)})" if errors else ""
+        return (
+            f"`{name}` is not defined: run the cell that defines it, or name it"
+            f" so{cells}"
+        )
+    if about["none"]:
         return f"`{name}` is still None: the task is not done"
-    if task.own and str(origin).split(".")[0] in COURSE:
-        return f"`{name}` comes from {origin}: write your own"
+    if task.own and about["module"].split(".")[0] in COURSE:
+        return f"`{name}` comes from {about['module']}: write your own"
     return None
 
 
@@ -481,6 +204,13 @@ def _rows(assignment: str, refusal, objects) -> list[dict]:
     return rows
 
 
+def _about(namespace: dict, name: str) -> dict:
+    """What `name` is in `namespace`, as the sandbox's `describe` says it."""
+    obj = namespace.get(name)
+    module = str(getattr(obj, "__module__", "__main__"))
+    return {"defined": name in namespace, "none": obj is None, "module": module}
+
+
 def grade(assignment: str, namespace: dict, runs: dict | None = None) -> list[dict]:
     """One row per task, {task, points, out_of, messages}, for a submission's names
     given in this process, and for assignment 3 its `runs` (`find_runs`): for the tests
@@ -489,27 +219,10 @@ def grade(assignment: str, namespace: dict, runs: dict | None = None) -> list[di
     """
     rows = _rows(
         assignment,
-        lambda task, name: _refusal(task, name, namespace),
+        lambda task, name: _refusal(task, name, _about(namespace, name)),
         lambda task: [runs] * task.runs + [namespace[name] for name in task.needs],
     )
     return rows + [grade_concepts(assignment, namespace)]
-
-
-def _refusal_apart(task: Task, name: str, box) -> str | None:
-    """Why the submission's `name`, in the sandbox `box`, cannot be graded for `task`,
-    or None."""
-    about = box.describe(name)
-    if not about["defined"]:
-        cells = f" (its cells raised {'; '.join(box.errors)})" if box.errors else ""
-        return (
-            f"`{name}` is not defined: run the cell that defines it, or name it"
-            f" so{cells}"
-        )
-    if about["none"]:
-        return f"`{name}` is still None: the task is not done"
-    if task.own and about["module"].split(".")[0] in COURSE:
-        return f"`{name}` comes from {about['module']}: write your own"
-    return None
 
 
 def grade_in_sandbox(assignment: str, box) -> list[dict]:
@@ -522,7 +235,7 @@ def grade_in_sandbox(assignment: str, box) -> list[dict]:
     runs = find_runs(box.notebook.parent / RUNS)
     rows = _rows(
         assignment,
-        lambda task, name: _refusal_apart(task, name, box),
+        lambda task, name: _refusal(task, name, box.describe(name), box.errors),
         lambda task: (
             [runs] * task.runs
             + [

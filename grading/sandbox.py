@@ -33,7 +33,6 @@ import ast
 import os
 import shutil
 import tempfile
-import textwrap
 from pathlib import Path
 
 import nbformat
@@ -137,10 +136,8 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
         return value
 
     req = torch.load(request, weights_only=True)
-    args, kwargs = (
-        [built(a) for a in req["args"]],
-        {k: built(v) for k, v in req["kwargs"].items()},
-    )
+    args = [built(a) for a in req["args"]]
+    kwargs = {k: built(v) for k, v in req["kwargs"].items()}
     try:
         with NoAttention():
             if req["kind"] == "call":
@@ -163,10 +160,8 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
                 value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
             # "gradients": of sum(output * weights) for inputs, parameters
             else:
-                obj, inputs = (
-                    _objects[req["handle"]],
-                    [a.clone().requires_grad_() for a in args[: req["inputs"]]],
-                )
+                obj = _objects[req["handle"]]
+                inputs = [a.clone().requires_grad_() for a in args[: req["inputs"]]]
                 out = obj(*inputs, *args[req["inputs"] :], **kwargs)
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 wrt = inputs + [obj.get_parameter(name) for name in req["name"]]
@@ -200,33 +195,34 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
 """
 
 
+# What a withheld function or class becomes: it raises (a class also refuses to be
+# subclassed).
+STUBS = {
+    ast.FunctionDef: """def {name}(*args, **kwargs):
+    raise NotImplementedError({why!r})
+""",
+    ast.ClassDef: """class {name}:
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError({why!r})
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError({why!r})
+""",
+}
+
+
 def withhold(source: str, names) -> str:
-    """`source` with each top-level function or class in `names` replaced by a stub that
-    raises (a class stub also refuses to be subclassed)."""
+    """`source` with each top-level function or class in `names` replaced by its stub
+    (`STUBS`)."""
     tree = ast.parse(source)
     for i, node in enumerate(tree.body):
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+        if type(node) in STUBS and node.name in names:
             why = (
                 f"the course's {node.name} is withheld while this assignment is graded:"
                 " write your own"
             )
-            tree.body[i] = ast.parse(
-                textwrap.dedent(
-                    f"""
-                class {node.name}:
-                    def __init_subclass__(cls, **kwargs):
-                        raise TypeError({why!r})
-
-                    def __init__(self, *args, **kwargs):
-                        raise NotImplementedError({why!r})
-                """
-                    if isinstance(node, ast.ClassDef)
-                    else f"""
-                def {node.name}(*args, **kwargs):
-                    raise NotImplementedError({why!r})
-                """
-                )
-            ).body[0]
+            stub = STUBS[type(node)].format(name=node.name, why=why)
+            tree.body[i] = ast.parse(stub).body[0]
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -249,11 +245,9 @@ def course_copy(assignment: str, folder: Path) -> Path:
 # What a cell that outruns the timeout leaves: the kernel is interrupted (nbclient's
 # timeout fires only with an asynchronous kernel manager), the cell reads as this error,
 # and the next cell runs.
-TIMED_OUT = {
-    "ename": "CellTimeoutError",
-    "evalue": "stopped: it ran past the timeout",
-    "traceback": [],
-}
+TIMED_OUT = dict(
+    ename="CellTimeoutError", evalue="stopped: it ran past the timeout", traceback=[]
+)
 
 
 class Sandbox:
@@ -265,11 +259,8 @@ class Sandbox:
     def __init__(
         self, assignment: str, notebook: Path, *, timeout: int = 600, carry=()
     ):
-        self.assignment, self.notebook, self.timeout = (
-            assignment,
-            Path(notebook),
-            timeout,
-        )
+        self.assignment, self.timeout = assignment, timeout
+        self.notebook = Path(notebook)
         self.carry = carry  # folders beside the notebook that its cells read
         self.errors = []  # the first line of each error the cells raised
 
@@ -363,10 +354,8 @@ class Sandbox:
 
     def _ask(self, kind: str, name, args, kwargs, **more):
         self._calls += 1
-        request, answer = (
-            self.folder / f"request-{self._calls}.pt",
-            self.folder / f"answer-{self._calls}.pt",
-        )
+        request = self.folder / f"request-{self._calls}.pt"
+        answer = self.folder / f"answer-{self._calls}.pt"
         torch.save(
             {
                 "kind": kind,
@@ -453,21 +442,9 @@ class Remote(nn.Module):
 # such as ValueError); any other is reported by its name in a RuntimeError.
 BUILTIN_ERRORS = {
     e.__name__: e
-    for e in (
-        ValueError,
-        TypeError,
-        RuntimeError,
-        IndexError,
-        KeyError,
-        NotImplementedError,
-        AssertionError,
-        AttributeError,
-        ZeroDivisionError,
-        FileNotFoundError,
-        ModuleNotFoundError,
-        ImportError,
-        NameError,
-    )
+    for e in [ValueError, TypeError, RuntimeError, IndexError, KeyError, NameError]
+    + [NotImplementedError, AssertionError, AttributeError, ZeroDivisionError]
+    + [FileNotFoundError, ModuleNotFoundError, ImportError]
 }
 
 

@@ -2,23 +2,21 @@
 # notebook, then re-export.
 
 """A language model's data, training and held-out score: French as one token stream,
-next-token training on windows of it with chapter 9's `fit`, perplexity, a unigram
+next-token training on windows of it, perplexity, a unigram
 baseline, and the chapter's recipes through the model cache.
 
 Shapes: B batch, T positions, V vocabulary size.
 """
 import math
 from dataclasses import asdict
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
-from nmt_lib.data import Batch, BucketSampler
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.recipes import paper_adam
-from nmt_lib.training import Hooks, TrainSettings, fit, new_progress
 from nmt_lib.base.cache import cached_fit
 from nmt_lib.base.course import quick
 from nmt_lib.base.device import default_device
@@ -46,78 +44,47 @@ def lm_streams(data) -> dict:
     }
 
 
-class StreamCorpus:
-    """A token stream as `fit` reads a corpus: consecutive windows of `num_steps`
-    tokens, in micro-batches of `max_tokens // num_steps` windows in a new order each
-    epoch. `loader` ignores `fit`'s `split` and `batch_size`: there is no validation
-    split (`splits.valid` is None), so `fit` reads only the training windows."""
-
-    def __init__(self, stream, num_steps: int):
-        n = (len(stream) - 1) // num_steps
-        inputs, targets = stream[: n * num_steps], stream[1 : n * num_steps + 1]
-        self.windows = list(zip(inputs.view(n, -1), targets.view(n, -1)))
-        self.num_steps, self.splits = num_steps, SimpleNamespace(valid=None)
-        self.tgt_vocab = SimpleNamespace(pad_id=-100)  # no token is padding
-
-    def loader(self, split="train", *, seed=0, batch_size=None, max_tokens):
-        lengths = [self.num_steps] * len(self.windows)
-        order = BucketSampler(lengths, max_tokens // self.num_steps, seed=seed)
-        return torch.utils.data.DataLoader(
-            self.windows, batch_sampler=order, collate_fn=windows_batch
-        )
-
-
-def windows_batch(windows) -> Batch:
-    """Windows and their next tokens, (B, T) each, as a `Batch` with no source."""
-    X, Y = (torch.stack(side) for side in zip(*windows))
-    B, T = X.shape
-    none = torch.zeros(B, 0, dtype=torch.long)
-    return Batch(none, torch.zeros(B, dtype=torch.long), X, Y, torch.full((B,), T))
-
-
-class NextToken(nn.Module):
-    """A language model called as chapter 9's loss calls a translator."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, src, src_len, tgt_in):
-        return self.lm(tgt_in)[0]  # (B, T, V)
-
-
-class LMHooks(Hooks):
-    """`fit` with Adam at the constant rate `settings.lr_factor`, and the model's name
-    on its progress lines."""
-
-    def __init__(self, title: str):
-        self.title = title
-
-    def begin(self, model, settings):
-        optimizer = paper_adam(model.parameters(), lr=settings.lr_factor)
-        constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-        return optimizer, constant, new_progress()
-
-    def bar(self, *, desc, **kwargs):
-        return super().bar(desc=f"{self.title}, {desc}", **kwargs)
-
-    def say(self, line: str):
-        super().say(f"{self.title}, {line}")
+def lm_windows(stream, num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream's consecutive windows of `num_steps` tokens, and their targets, the
+    same tokens one place on: (N, T) each."""
+    n = (len(stream) - 1) // num_steps
+    inputs, targets = stream[: n * num_steps], stream[1 : n * num_steps + 1]
+    return inputs.view(n, -1), targets.view(n, -1)
 
 
 def train_lm(
     model, stream, *, epochs, batch_size, num_steps, lr, clip=1.0, seed=0, quiet=False,
     title="language model",
 ) -> dict:
-    """Next-token training on `stream` with `fit`, one batch of `batch_size` windows of
-    `num_steps` tokens an update. Returns `fit`'s history (each update's loss, the
-    epochs' last updates)."""
-    settings = TrainSettings(
-        epochs=epochs, max_tokens=batch_size * num_steps, tokens_per_update=1,
-        lr_factor=lr, label_smoothing=0.0, clip=clip, seed=seed,
-    )
-    corpus, hooks = StreamCorpus(stream, num_steps), LMHooks(title)
-    return fit(NextToken(model), corpus, settings, hooks=hooks, quiet=quiet)["history"]
+    """Next-token training on `stream`: each epoch, its windows of `num_steps` tokens in
+    a new order, `batch_size` windows an update, Adam at the constant rate `lr`. Returns
+    the history: each update's loss, and the epochs' last updates."""
+    inputs, targets = lm_windows(stream, num_steps)
+    optimizer = paper_adam(model.parameters(), lr=lr)
+    order, device = torch.Generator().manual_seed(seed), model_device(model)
+    history = dict(step=[], train_loss=[], epoch=[], epoch_step=[])
+    model.train()
+    for epoch in range(1, epochs + 1):
+        batches = torch.randperm(len(inputs), generator=order).split(batch_size)
+        losses = []
+        for rows in tqdm(batches, f"{title}, epoch {epoch}/{epochs}", disable=quiet):
+            X, Y = inputs[rows].to(device), targets[rows].to(device)  # (B, T) each
+            logits = model(X)[0]  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), Y.flatten())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            losses.append(loss.item())
+        history["train_loss"] += losses
+        history["step"] = list(range(1, len(history["train_loss"]) + 1))
+        history["epoch"].append(epoch)
+        history["epoch_step"].append(len(history["step"]))
+        if not quiet:
+            mean = sum(losses) / len(losses)
+            tqdm.write(f"{title}, epoch {epoch}: mean train loss {mean:.3f}")
+    model.eval()
+    return history
 
 
 @torch.no_grad()
@@ -207,7 +174,7 @@ def fit_lm(name, data, streams, build, key: dict, *, reuse, quiet, title, device
         steps = training["num_steps"]
         return dict(history=history, parameters=num_parameters(model), num_steps=steps)
 
-    key = dict(key, data=data.fingerprint(), loop="chapter 9's fit", **training)
+    key = dict(key, data=data.fingerprint(), loop="train_lm", **training)
     return cached_fit(name, key, seeded, train, reuse=reuse)
 
 

@@ -2,15 +2,14 @@
 # notebook, then re-export.
 
 """Training like the paper: the warm-up schedule, label smoothing, and token batches
-with gradient accumulation, in a loop that counts updates and can save a checkpoint
-after each epoch.
+with gradient accumulation, in one loop that counts updates and can write a checkpoint
+at each epoch's end.
 
 Shapes: B batch, T target length, N real target tokens, V vocabulary size.
 """
 import math
 import time
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -138,174 +137,86 @@ def token_loaders(data, settings: TrainSettings) -> tuple:
     )
 
 
-def epoch_updates(loader, epoch: int, settings, progress: dict, bar):
-    """Yield the updates of `epoch`, each a list of micro-batches, from micro-batch
-    `progress["batch"]` on (0, unless resuming mid-epoch), with `bar(total=, initial=,
-    desc=)` showing the epoch."""
+def epoch_updates(loader, epoch: int, per_update: int):
+    """Yield the updates of `epoch`: lists of consecutive micro-batches that hold
+    `per_update` target tokens together (`update_groups`), in the seed's order for this
+    epoch."""
     loader.batch_sampler.set_epoch(epoch)
     batches = list(loader.batch_sampler)
     dataset, collate = loader.dataset, loader.collate_fn
     tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]  # + <eos>
-    start, history = progress["batch"], progress["history"]
-    desc, began, seen = f"epoch {epoch}/{settings.epochs}", time.perf_counter(), 0
-    with bar(total=len(batches), initial=start, desc=desc) as shown:
-        for first, end in update_groups(tokens, settings.tokens_per_update, start):
-            progress["batch"] = end  # where the epoch stands once this update is done
-            yield [collate([dataset[i] for i in b]) for b in batches[first:end]]
-            seen += history["tokens"][-1]
-            shown.update(end - first)
-            shown.set_postfix_str(
-                f"step {progress['step']:,}, loss {history['train_loss'][-1]:.3f}, "
-                f"lr {history['lr'][-1]:.2e}, "
-                f"{seen / (time.perf_counter() - began):,.0f} tok/s",
-                refresh=False,
-            )
+    for first, end in update_groups(tokens, per_update):
+        yield [collate([dataset[i] for i in b]) for b in batches[first:end]]
 
 
-def new_progress() -> dict:
-    """Where a run stands: updates done, current epoch and micro-batch, and its
-    history."""
-    return {
-        "step": 0,
-        "epoch": 1,
-        "batch": 0,
-        "seconds": 0.0,
-        "rng": None,
-        "history": {
-            "step": [],
-            "lr": [],
-            "train_loss": [],
-            "tokens": [],
-            "epoch": [],
-            "epoch_step": [],
-            "valid_loss": [],
-        },
-    }
+def accumulate(model, micro_batches, settings, pad_id: int) -> tuple[float, int]:
+    """Backpropagate each micro-batch of one update, so that their gradients add up;
+    returns their summed loss and target tokens."""
+    loss_sum, n_sum = 0.0, 0
+    for batch in micro_batches:
+        loss, n = batch_loss(model, batch.to(model_device(model)), settings, pad_id)
+        loss.backward()
+        loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
+    return loss_sum, n_sum
 
 
-def record_update(progress: dict, lr: float, loss: float, tokens: int):
-    """One update done: its rate, and its loss per target token, into the history."""
-    progress["step"] += 1
-    for key, value in zip(
-        ("step", "lr", "train_loss", "tokens"),
-        (progress["step"], lr, loss / tokens, int(tokens)),
-    ):
-        progress["history"][key].append(value)
-
-
-def close_epoch(
-    progress: dict, model, valid, pad_id: int, *, validate: bool = True
-) -> str:
-    """An epoch's end: the held-out loss (plain cross-entropy) into the history, then on
-    to the next epoch. Returns the line a progress bar shows."""
-    valid_loss = evaluate_loss(model, valid, pad_id) if validate else None
-    history = progress["history"]
-    history["epoch"].append(progress["epoch"])
-    history["epoch_step"].append(progress["step"])
-    history["valid_loss"].append(valid_loss)
-    progress["epoch"] += 1
-    progress["batch"] = 0
-    held_out = (
-        "no validation split"
-        if valid_loss is None
-        else f"valid loss {valid_loss:.3f} (perplexity {math.exp(valid_loss):.2f})"
-    )
-    train_loss = history["train_loss"][-1]
-    return f"step {progress['step']:,}, train loss {train_loss:.3f}, {held_out}"
-
-
-def check_finite(loss: float, progress: dict):
-    if not math.isfinite(loss):
-        raise TrainingDiverged(
-            f"the loss became {loss} at update {progress['step'] + 1}; lower "
-            "lr_factor or raise warmup"
-        )
-
-
-def finish(model, progress: dict, start: float) -> dict:
-    """The run's end: its seconds (counting earlier sessions') and evaluation mode."""
-    progress["seconds"] = time.perf_counter() - start
+def fit(
+    model, data, settings, *, schedule=noam_schedule, save=None, quiet=False
+) -> dict:
+    """Train `model` on `data` with Adam and `schedule`; at each epoch's end, the
+    held-out loss and `save(optimizer=, schedule=, progress=)` if given."""
+    pad_id = data.tgt_vocab.pad_id
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = paper_adam(params, lr=settings.lr_factor)
+    rates = schedule(optimizer, d_model=model.cfg.d_model, warmup=settings.warmup)
+    train, valid = token_loaders(data, settings)
+    names = "step", "lr", "train_loss", "tokens", "epoch", "epoch_step", "valid_loss"
+    history, step, start = {name: [] for name in names}, 0, time.perf_counter()
+    model.train()
+    for epoch in range(1, settings.epochs + 1):
+        updates = epoch_updates(train, epoch, settings.tokens_per_update)
+        for micro_batches in tqdm(updates, f"epoch {epoch}", disable=quiet):
+            loss, tokens = accumulate(model, micro_batches, settings, pad_id)
+            if not math.isfinite(loss):
+                raise TrainingDiverged(f"the loss is {loss}: lower lr_factor")
+            lr = optimizer.param_groups[0]["lr"]  # this update's rate
+            apply_update(params, optimizer, rates, tokens, settings.clip)
+            step += 1
+            for name, value in zip(names, (step, lr, loss / tokens, tokens)):
+                history[name].append(value)
+            if step == settings.max_steps:
+                break
+        held_out = evaluate_loss(model, valid, pad_id) if data.splits.valid else None
+        for name, value in zip(names[4:], (epoch, step, held_out)):
+            history[name].append(value)
+        seconds = time.perf_counter() - start
+        progress = dict(step=step, epoch=epoch, seconds=seconds, history=history)
+        if not quiet:
+            tqdm.write(epoch_line(progress))
+        if save is not None:  # a checkpoint: all it takes to translate, or go on
+            save(optimizer=optimizer, schedule=rates, progress=progress)
+        if step == settings.max_steps:
+            break
     model.eval()
     return progress
 
 
-class Hooks:
-    """The places where a longer run adds to `fit`. These defaults are the lesson's run;
-    the command line's trainer (`nmt_lib/run/trainer.py`) overrides them for lower
-    precision, several processes, a checkpoint every N updates, resuming, and stopping
-    on request."""
-
-    validate = True  # compute the held-out loss at each epoch's end (data permitting)
-
-    def begin(self, model, settings: TrainSettings) -> tuple:
-        """The optimizer, schedule and progress the run starts from: new ones (resuming
-        loads a checkpoint's state into them)."""
-        params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = paper_adam(params, lr=settings.lr_factor)
-        schedule = noam_schedule(
-            optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
-        )
-        return optimizer, schedule, new_progress()
-
-    def accumulate(self, model, micro_batches, settings, pad_id) -> tuple[float, int]:
-        """Backpropagate each micro-batch of one update, so that their gradients add
-        up; returns their summed loss and target tokens."""
-        loss_sum, n_sum = 0.0, 0
-        for batch in micro_batches:
-            loss, n = batch_loss(model, batch.to(model_device(model)), settings, pad_id)
-            loss.backward()
-            loss_sum, n_sum = loss_sum + loss.item(), n_sum + n
-        return loss_sum, n_sum
-
-    def update(self, params, optimizer, schedule, tokens: int, clip):
-        apply_update(params, optimizer, schedule, tokens, clip)
-
-    def after_update(self, model, optimizer, schedule, progress) -> bool:
-        return False  # True stops the run
-
-    def after_epoch(self, model, optimizer, schedule, progress) -> bool:
-        return False  # True stops the run
-
-    def bar(self, **kwargs):  # an epoch's progress
-        return tqdm(unit="batch", **kwargs)
-
-    def say(self, line: str):  # an epoch's held-out loss
-        tqdm.write(line)
-
-
-def fit(
-    model, data, settings: TrainSettings, *, hooks: Hooks | None = None, quiet=False
-) -> dict:
-    """Train `model` on `data`'s train split by updates of `settings.tokens_per_update`
-    target tokens, with Adam and the warm-up schedule, and the held-out loss at each
-    epoch's end. `hooks` may add to the run. Returns the progress: updates done, and
-    the history of losses and rates."""
-    hooks, pad_id = hooks or Hooks(), data.tgt_vocab.pad_id
-    optimizer, schedule, progress = hooks.begin(model, settings)
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    loader, valid = token_loaders(data, settings)
-    bar = partial(hooks.bar, disable=quiet)
-    start = time.perf_counter() - progress["seconds"]  # a resumed run counts on
-    model.train()
-    for epoch in range(progress["epoch"], settings.epochs + 1):
-        for micro_batches in epoch_updates(loader, epoch, settings, progress, bar):
-            # 9.3: each micro-batch backpropagated, their gradients add up
-            loss, tokens = hooks.accumulate(model, micro_batches, settings, pad_id)
-            lr = optimizer.param_groups[0]["lr"]
-            check_finite(loss, progress)
-            hooks.update(params, optimizer, schedule, tokens, settings.clip)
-            record_update(progress, lr, loss, tokens)
-            stop = hooks.after_update(model, optimizer, schedule, progress)
-            if stop or progress["step"] >= (settings.max_steps or math.inf):
-                return finish(model, progress, start)
-        validate = bool(data.splits.valid) and hooks.validate
-        line = close_epoch(progress, model, valid, pad_id, validate=validate)
-        progress["seconds"] = time.perf_counter() - start
-        if not quiet:
-            hooks.say(f"epoch {epoch}: {line}")
-        if hooks.after_epoch(model, optimizer, schedule, progress):
-            break
-    return finish(model, progress, start)
+def epoch_line(progress: dict) -> str:
+    """The last epoch's line: updates so far, the mean training loss of its updates,
+    and its held-out loss (with its perplexity)."""
+    history = progress["history"]
+    first = history["epoch_step"][-2] if len(history["epoch_step"]) > 1 else 0
+    train = history["train_loss"][first:]
+    held_out = history["valid_loss"][-1]
+    valid = (
+        "no validation split"
+        if held_out is None
+        else f"valid loss {held_out:.3f} (perplexity {math.exp(held_out):.2f})"
+    )
+    return (
+        f"epoch {progress['epoch']}: step {progress['step']:,}, mean train loss"
+        f" {sum(train) / len(train):.3f}, {valid}"
+    )
 
 
 def plot_history(history: dict, title: str = "training"):

@@ -192,7 +192,7 @@ def run(
     valid = {
         a: evaluate_checkpoint(
             ckpt, split="valid", beam=4, alpha=a, limit=1000, corpus=corpus
-        )["sacrebleu"]
+        ).sacrebleu
         for a in ALPHAS
     }
     alpha = max(valid, key=valid.get)
@@ -231,12 +231,12 @@ def run(
         "parts": ckpt.payload.get("parts"),
         "valid_beam4_by_alpha": valid,
         "alpha": alpha,
-        "signature": beam["signature"],
+        "signature": beam.signature,
         **{
-            search: {"sacrebleu": r["sacrebleu"], "chrf": r["chrf"]}
+            search: {"sacrebleu": r.sacrebleu, "chrf": r.chrf}
             for search, r in (("greedy", greedy), ("beam4", beam))
         },
-        "counts_beam4": sentence_counts(beam["hypotheses"], beam["reference_lines"]),
+        "counts_beam4": sentence_counts(beam.hypotheses, beam.reference_lines),
     }
     return write_record(HERE / "records" / f"{track}-{name}.json", record)
 

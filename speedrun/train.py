@@ -27,7 +27,7 @@ from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.parallel import all_sum
 from nmt_lib.run.records import cpu_name
 from nmt_lib.run.settings import RunSettings
-from nmt_lib.run.trainer import RunHooks
+from nmt_lib.run.trainer import Run
 from nmt_lib.subword import SubwordVocab
 
 
@@ -169,15 +169,15 @@ class Resegmented:
         )
 
 
-class SpeedrunHooks(RunHooks):
-    """The library's hooks, and the warm-down, the moving average, BPE-dropout and the
+class Speedrun(Run):
+    """The library's run, and the warm-down, the moving average, BPE-dropout and the
     sittings."""
 
     settings_class = SpeedrunSettings
     command = "python -m speedrun.train"
 
-    def begin(self, model, settings):
-        started = super().begin(model, settings)
+    def __init__(self, model, data, settings, **kwargs):
+        super().__init__(model, data, settings, **kwargs)
         self.ema = None  # a copy of the model, lerped after each update
         if settings.ema:
             decay = get_ema_multi_avg_fn(settings.ema)
@@ -185,24 +185,24 @@ class SpeedrunHooks(RunHooks):
             if self.resume is not None:
                 self.ema.load_state_dict(self.resume["ema"])
         self.sitting = new_sitting(self.progress, self.device, self.world)
-        return started
 
     def training_data(self, model):
         if not self.settings.bpe_dropout:
             return self.data
         return Resegmented(self.data, self.settings.bpe_dropout, model.cfg.max_len)
 
-    def after_update(self, model, optimizer, schedule, progress) -> bool:
+    def after_update(self) -> bool:
         # both before the checkpoint the update may write, which a resumed run starts
         # from: the moving average, and the next update's rate (the schedule's times
         # what the warm-down leaves)
         if self.ema is not None:
-            self.ema.update_parameters(model)
+            self.ema.update_parameters(self.model)
         if self.settings.warmdown:
-            left = self.warmdown_left(progress["step"])
-            for group, rate in zip(optimizer.param_groups, schedule.get_last_lr()):
+            left = self.warmdown_left(self.progress["step"])
+            rates = self.schedule.get_last_lr()
+            for group, rate in zip(self.optimizer.param_groups, rates):
                 group["lr"] = rate * left
-        return super().after_update(model, optimizer, schedule, progress)
+        return super().after_update()
 
     def warmdown_left(self, step: int) -> float:
         """1 until the last `warmdown` fraction of the budget, then falling linearly to
@@ -249,7 +249,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["--ema-out"] and len(argv) == 3:
         print(f"wrote {ema_checkpoint(argv[1], argv[2])}")
         return 0
-    return cli.main(["train", *argv], hooks_class=SpeedrunHooks)
+    return cli.main(["train", *argv], run_class=Speedrun)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Shared by the tests: the tools on the import path, one small corpus, a tiny
-Transformer for it, the command line and tqdm as a test reads them, and the `slow`
-marker."""
+Transformer for it and a few updates of it, the command line and tqdm as a test reads
+them, and the `slow` marker."""
 
 import inspect
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,11 +23,8 @@ SUBJECTS = [
     ("they", "sie", "sind", "haben", "sehen"),
 ]
 ADJECTIVES = [
-    ("tired", "müde"),
-    ("happy", "glücklich"),
-    ("cold", "kalt"),
-    ("hungry", "hungrig"),
-    ("late", "spät"),
+    pair.split("/")
+    for pair in "tired/müde happy/glücklich cold/kalt hungry/hungrig late/spät".split()
 ]
 NOUNS = [
     ("a dog", "einen Hund"),
@@ -41,19 +39,13 @@ def german_lines() -> list[str]:
     lines = []
     for en, de, sein, haben, sehen in SUBJECTS:
         cap, de_cap, be = en.capitalize(), de.capitalize(), "am" if en == "i" else "are"
-        for adj_en, adj_de in ADJECTIVES:
-            lines.append(f"{cap} {be} {adj_en}.\t{de_cap} {sein} {adj_de}.\tCC-BY test")
-            lines.append(
-                f"{cap} {be} not {adj_en}!\t{de_cap} {sein} nicht {adj_de}!\tCC-BY test"
-            )
-        for noun_en, noun_de in NOUNS:
-            lines.append(
-                f"{cap} have {noun_en}.\t{de_cap} {haben} {noun_de}.\tCC-BY test"
-            )
-            lines.append(
-                f"{cap} see {noun_en}?\t{de_cap} {sehen} {noun_de}?\tCC-BY test"
-            )
-    return lines
+        for adj, adj_de in ADJECTIVES:
+            lines.append(f"{cap} {be} {adj}.\t{de_cap} {sein} {adj_de}.")
+            lines.append(f"{cap} {be} not {adj}!\t{de_cap} {sein} nicht {adj_de}!")
+        for noun, noun_de in NOUNS:
+            lines.append(f"{cap} have {noun}.\t{de_cap} {haben} {noun_de}.")
+            lines.append(f"{cap} see {noun}?\t{de_cap} {sehen} {noun_de}?")
+    return [line + "\tCC-BY test" for line in lines]
 
 
 # A few updates of `tiny_model` on the tiny corpus, as a test's training settings
@@ -88,6 +80,30 @@ def tiny_model(corpus, dropout=0.1):
     )
 
 
+def train_tiny(model, corpus, settings=None, *, settings_class=None, **kw) -> dict:
+    """`train_run` on `TINY_RUN` changed by `settings`, quietly; its checkpoints keep
+    the corpus's settings."""
+    from nmt_lib.run.trainer import RunSettings, train_run
+
+    settings = (settings_class or RunSettings)(**TINY_RUN | (settings or {}))
+    kw = {"report": "none", "save_kwargs": {"data": corpus.settings}, **kw}
+    return train_run(model, corpus, settings, **kw)
+
+
+def save_model(path, model, corpus, **kw) -> Path:
+    """`model` saved at `path` as a checkpoint trained on `corpus`."""
+    from nmt_lib.run.checkpoint import save_checkpoint
+
+    vocabs = corpus.src_vocab, corpus.tgt_vocab
+    return save_checkpoint(path, model, *vocabs, data=corpus.settings, **kw)
+
+
+def same_weights(a, b) -> bool:
+    """Whether two models hold the same weights, bit for bit."""
+    a, b = a.state_dict(), b.state_dict()
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def cli_call(capsys, *args) -> tuple[int, str, str]:
     """`python -m nmt_lib ...` in this process: (exit status, stdout, stderr)."""
     from nmt_lib.run import cli
@@ -95,6 +111,19 @@ def cli_call(capsys, *args) -> tuple[int, str, str]:
     status = cli.main([str(a) for a in args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+def cli_run(*args, stdin=None) -> subprocess.CompletedProcess:
+    """`python -m nmt_lib ...` in a process of its own."""
+    command = [sys.executable, "-m", "nmt_lib", *map(str, args)]
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+
+
+def tiny_train_args(data, out, *extra) -> list:
+    """`train` on the corpus file `data` with `tiny_model`'s sizes, writing `out`."""
+    return ["train", "--data", data, *TINY_ARGS, "--out", out, *extra]
 
 
 def last_drawings(err: str) -> list[str]:
@@ -122,6 +151,14 @@ def write_corpus(folder: Path) -> Path:
 @pytest.fixture
 def de_corpus(tmp_path):
     return write_corpus(tmp_path)
+
+
+@pytest.fixture
+def corpus(de_corpus):
+    """The corpus read as the command line reads it, every word in the vocabulary."""
+    from nmt_lib.run.corpus import ParallelCorpus
+
+    return ParallelCorpus(de_corpus, min_freq=1)
 
 
 # A test is slow when it drives a browser, starts processes (the command line, torchrun,

@@ -1,32 +1,25 @@
-"""nmt_lib.attention, nmt_lib.multihead, nmt_lib.positional and nmt_lib.plot."""
+"""nmt_lib.attention, nmt_lib.multihead and nmt_lib.positional, against d2l and
+PyTorch."""
 
-import matplotlib
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-matplotlib.use("Agg")
-
 from nmt_lib.attention import (
     AdditiveAttention,
     DotProductAttention,
     attend,
-    causal_mask,  # noqa: E402
+    causal_mask,
     lens_to_mask,
     masked_softmax,
 )
-from nmt_lib.multihead import (
-    MultiHeadAttention,
-    kept_weights,
-    merge_heads,
-    split_heads,
-)  # noqa: E402
+from nmt_lib.multihead import MultiHeadAttention, kept_weights, merge_heads, split_heads
 from nmt_lib.positional import (
     PositionalEncoding,
     relative_shift_matrix,
     sinusoidal_table,
-)  # noqa: E402
+)
 
 try:
     import d2l.torch as d2l
@@ -45,23 +38,12 @@ def seed():
 
 
 def test_lens_to_mask_and_causal_mask():
-    assert lens_to_mask(torch.tensor([2, 0]), 3).tolist() == [
-        [[True, True, False]],
-        [[False, False, False]],
-    ]
-    assert lens_to_mask(torch.tensor([[1, 3]]), 3).tolist() == [
-        [[True, False, False], [True, True, True]]
-    ]
-    assert causal_mask(3).tolist() == [
-        [True, False, False],
-        [True, True, False],
-        [True, True, True],
-    ]
+    Y, N = True, False
+    assert lens_to_mask(torch.tensor([2, 0]), 3).tolist() == [[[Y, Y, N]], [[N, N, N]]]
+    assert lens_to_mask(torch.tensor([[1, 3]]), 3).tolist() == [[[Y, N, N], [Y, Y, Y]]]
+    assert causal_mask(3).tolist() == [[Y, N, N], [Y, Y, N], [Y, Y, Y]]
     # Two new queries after three processed tokens: positions 3 and 4 of five keys.
-    assert causal_mask(2, 5, offset=3).tolist() == [
-        [True, True, True, True, False],
-        [True] * 5,
-    ]
+    assert causal_mask(2, 5, offset=3).tolist() == [[Y, Y, Y, Y, N], [Y] * 5]
     assert torch.equal(causal_mask(2, 5, offset=3), causal_mask(5)[3:])
 
 
@@ -84,9 +66,8 @@ def test_fully_masked_rows_give_zeros_without_nan_in_values_or_gradients():
     mask = torch.zeros(2, 3, 3, dtype=torch.bool)
     out, weights = attend(q, k, v, mask, need_weights=True)
     out.sum().backward()
-    assert (
-        torch.all(out == 0) and torch.all(weights == 0) and torch.isfinite(q.grad).all()
-    )
+    assert torch.all(out == 0) and torch.all(weights == 0)
+    assert torch.isfinite(q.grad).all()
 
 
 @pytest.mark.parametrize(
@@ -126,26 +107,19 @@ def test_attend_fused_and_explicit_agree_and_match_torch():
     fused, none = attend(q, k, v, mask)
     explicit, weights = attend(q, k, v, mask, need_weights=True)
     assert none is None and weights.shape == (2, 4, 5, 7)
-    assert (
-        torch.allclose(weights.sum(-1), torch.ones(2, 4, 5))
-        and not weights.masked_select(~mask).any()
-    )
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 5))
+    assert not weights.masked_select(~mask).any()
     assert torch.allclose(fused, explicit, atol=1e-5)
-    assert torch.allclose(
-        fused, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6
-    )
+    torch_s = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(fused, torch_s, atol=1e-6)
 
 
 @needs_d2l
 def test_attend_matches_d2l_dot_product_attention():
-    q3, k3, v3, lens = (
-        torch.randn(3, 4, 8),
-        torch.randn(3, 6, 8),
-        torch.randn(3, 6, 2),
-        torch.tensor([2, 6, 1]),
-    )
-    ref = d2l.DotProductAttention(dropout=0).eval()(q3, k3, v3, lens)
-    assert torch.allclose(attend(q3, k3, v3, lens_to_mask(lens, 6))[0], ref, atol=1e-6)
+    q, k, v = torch.randn(3, 4, 8), torch.randn(3, 6, 8), torch.randn(3, 6, 2)
+    lens = torch.tensor([2, 6, 1])
+    ref = d2l.DotProductAttention(dropout=0).eval()(q, k, v, lens)
+    assert torch.allclose(attend(q, k, v, lens_to_mask(lens, 6))[0], ref, atol=1e-6)
 
 
 def test_dot_product_module_uses_dropout_only_in_training():
@@ -158,13 +132,9 @@ def test_dot_product_module_uses_dropout_only_in_training():
 
 
 def test_attend_refuses_a_float_mask_that_the_fused_kernel_would_add():
+    q, kv = torch.randn(1, 2, 4), torch.randn(1, 3, 4)
     with pytest.raises(ValueError, match="boolean"):
-        attend(
-            torch.randn(1, 2, 4),
-            torch.randn(1, 3, 4),
-            torch.randn(1, 3, 4),
-            torch.ones(1, 2, 3),
-        )
+        attend(q, kv, kv, torch.ones(1, 2, 3))
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -215,10 +185,8 @@ def test_multihead_matches_torch_and_d2l():
     )
     with kept_weights(ours):
         mine = ours(q, kv, kv, mask)
-    my_w = ours.weights
-    assert torch.allclose(mine, theirs, atol=1e-5) and torch.allclose(
-        my_w, their_w, atol=1e-6
-    )
+    assert torch.allclose(mine, theirs, atol=1e-5)
+    assert torch.allclose(ours.weights, their_w, atol=1e-6)
 
     plain = MultiHeadAttention(D, H, bias=False).eval()
     d2l_mha = d2l.MultiHeadAttention(D, H, dropout=0).eval()
@@ -234,17 +202,11 @@ def test_multihead_matches_torch_and_d2l():
 
 @needs_d2l
 def test_positional_table_matches_d2l_and_is_a_buffer():
-    assert torch.allclose(
-        sinusoidal_table(50, 16),
-        d2l.PositionalEncoding(16, 0, max_len=50).P[0],
-        atol=1e-5,
-    )
+    theirs = d2l.PositionalEncoding(16, 0, max_len=50).P[0]
+    assert torch.allclose(sinusoidal_table(50, 16), theirs, atol=1e-5)
     pe = PositionalEncoding(16, max_len=50)
-    assert (
-        list(pe.parameters()) == []
-        and "P" not in pe.state_dict()
-        and "P" in dict(pe.named_buffers())
-    )
+    assert list(pe.parameters()) == [] and "P" not in pe.state_dict()
+    assert "P" in dict(pe.named_buffers())
     assert pe.to(torch.float64).P.dtype == torch.float64  # moves with the module
     x = torch.randn(2, 7, 16, dtype=torch.float64)
     assert torch.allclose(pe.eval()(x), x + sinusoidal_table(50, 16)[:7].double())
@@ -255,9 +217,5 @@ def test_relative_position_is_a_fixed_linear_map(delta):
     table = sinusoidal_table(120, 20)
     M = relative_shift_matrix(20, delta)
     assert torch.allclose(table[:-delta] @ M, table[delta:], atol=1e-4)
-    assert not torch.allclose(
-        table[:-delta] @ relative_shift_matrix(20, delta + 1), table[delta:], atol=1e-2
-    )
-
-
-# ---------------------------------------------------------------- heatmaps
+    wrong = relative_shift_matrix(20, delta + 1)
+    assert not torch.allclose(table[:-delta] @ wrong, table[delta:], atol=1e-2)

@@ -2,24 +2,23 @@
 numbers, the model cache."""
 
 import json
+import os
 
-import matplotlib
 import pytest
+import torch
 
-matplotlib.use("Agg")
+import render_tables
+from nmt_lib.base import cache
 
-from nmt_lib.base import cache  # noqa: E402
+CHAPTERS = sorted((render_tables.ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp_path):
-    import torch
-
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NMT_QUICK", raising=False)
     calls = []
 
-    def build():
-        return torch.nn.Linear(3, 2)
+    build = lambda: torch.nn.Linear(3, 2)
 
     def fit(model):
         calls.append(1)
@@ -42,43 +41,34 @@ def test_cached_fit_trains_once_then_loads_and_keys_by_settings(monkeypatch, tmp
 
 
 def test_a_classroom_run_loads_what_a_chapter_would_retrain(monkeypatch, tmp_path):
-    import torch
-
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("NMT_QUICK", raising=False)
-    calls = []
+    calls, build = [], lambda: torch.nn.Linear(2, 2)
     fit = lambda model: calls.append(1) or {"seconds": 1.0}
-    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)  # make course, once
-    monkeypatch.setenv("NMT_CLASSROOM", "1")
-    # chapter 4b's live run
-    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)
-    assert len(calls) == 1
-    monkeypatch.setenv("NMT_CLASSROOM", "0")
-    cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit, reuse=False)
-    assert len(calls) == 2
+    cache.cached_fit("toy", {}, build, fit)  # make course, once
+    for classroom, trained in (("1", 1), ("0", 2)):  # then chapter 4b's live run
+        monkeypatch.setenv("NMT_CLASSROOM", classroom)
+        cache.cached_fit("toy", {}, build, fit, reuse=False)
+        assert len(calls) == trained
 
 
 def test_cached_fit_retrains_on_a_corrupt_file(monkeypatch, tmp_path):
-    import torch
-
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
-    fit = lambda model: {"seconds": 0.0}
+    monkeypatch.delenv("NMT_QUICK", raising=False)
+    calls = []
+    fit = lambda model: calls.append(1) or {"seconds": 0.0}
     cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
     (path,) = tmp_path.glob("toy-*.pt")
-    path.write_bytes(path.read_bytes()[:50])  # truncated
-    with pytest.warns(UserWarning, match="unusable cache file"):
-        cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 2), fit)
-    # a model of another shape
-    with pytest.warns(UserWarning, match="unusable cache file"):
-        cache.cached_fit("toy", {}, lambda: torch.nn.Linear(2, 3), fit)
+    path.write_bytes(path.read_bytes()[:50])  # truncated, then a model of another shape
+    for trained, shape in ((2, (2, 2)), (3, (2, 3))):
+        with pytest.warns(UserWarning):
+            cache.cached_fit("toy", {}, lambda: torch.nn.Linear(*shape), fit)
+        assert len(calls) == trained
 
 
 def test_atomic_save_writes_whole_files_with_the_umask_and_leaves_no_temporary(
     tmp_path,
 ):
-    import os
-    import torch
-
     old = os.umask(0o027)
     try:
         path = cache.atomic_save({"x": torch.ones(2)}, tmp_path / "deep" / "file.pt")
@@ -90,12 +80,7 @@ def test_atomic_save_writes_whole_files_with_the_umask_and_leaves_no_temporary(
 
 
 def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
-    import render_tables
-
-    chapters = [
-        render_tables.chapter(p)
-        for p in sorted((render_tables.ROOT / "notebooks").glob("*.ipynb"))
-    ]
+    chapters = [render_tables.chapter(p) for p in CHAPTERS]
     assert all(
         ch["executed"] and ch["mode"] == "learner" and ch["wall"] for ch in chapters
     ), (
@@ -107,8 +92,6 @@ def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
 
 
 def test_a_chapter_split_over_two_sessions_counts_each_word_and_second_once():
-    import render_tables
-
     plan = json.loads((render_tables.ROOT / "book" / "module_plan.json").read_text())[
         "ten_weeks"
     ]["sessions"]
@@ -126,19 +109,13 @@ def test_a_chapter_split_over_two_sessions_counts_each_word_and_second_once():
 
 
 def test_every_chapter_gives_its_decks_an_equation_slide_and_a_code_slide():
-    import render_tables
-
-    for path in sorted((render_tables.ROOT / "notebooks").glob("*.ipynb")):
-        marked = [
-            c
-            for c in json.loads(path.read_text())["cells"]
-            if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"
-        ]
-        kinds = {(c["cell_type"], "$$" in "".join(c["source"])) for c in marked}
-        assert (
-            "markdown",
-            True,
-        ) in kinds, f"{path.name}: no equation marked as a slide"
-        assert any(kind == "code" for kind, _ in kinds), (
-            f"{path.name}: no code cell marked as a slide"
+    slide = lambda c: c["metadata"].get("slideshow", {}).get("slide_type") == "slide"
+    for path in CHAPTERS:
+        cells = json.loads(path.read_text())["cells"]
+        kinds = {
+            (c["cell_type"], "$$" in "".join(c["source"])) for c in cells if slide(c)
+        }
+        assert ("markdown", True) in kinds, (
+            f"{path.name}: no equation marked as a slide"
         )
+        assert "code" in dict(kinds), f"{path.name}: no code cell marked as a slide"

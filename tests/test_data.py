@@ -38,16 +38,12 @@ def test_preprocess_matches_d2l_on_tricky_text():
 
 
 def test_preprocess_removes_odd_spaces_that_d2l_keeps():
-    assert T.tokenize(T.preprocess("Recule\u2009!")) == ["recule", "!"]
-    assert T.tokenize(T.preprocess("sof\u00adt zero\u200bwidth.")) == [
-        "soft",
-        "zerowidth",
-        ".",
-    ]
-    assert (
-        T.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK")
-        == "Cours ! Va ! soft\tOK"
-    )  # no other change
+    tokens = lambda text: T.tokenize(T.preprocess(text))
+    assert tokens("Recule\u2009!") == ["recule", "!"]
+    assert tokens("sof\u00adt zero\u200bwidth.") == ["soft", "zerowidth", "."]
+    # no other change
+    spaced = T.plain_spaces("Cours\u202f! Va\u00a0! sof\u00adt\tOK")
+    assert spaced == "Cours ! Va ! soft\tOK"
 
 
 # ---------------------------------------------------------------- reading files
@@ -57,12 +53,8 @@ def test_read_pairs_round_trip_extra_columns_and_crlf(tmp_path):
     path = write(
         tmp_path / "p.txt", PAIRS_TSV.replace("Hi.\tSalut !\n", "Hi.\tSalut !\r\n")
     )
-    assert T.read_pairs(path) == [
-        ("Go.", "Va !"),
-        ("Hi.", "Salut !"),
-        ("Run!", "Cours\u202f!"),
-        ("I won!", "J'ai gagné !"),
-    ]
+    pairs = [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!")]
+    assert T.read_pairs(path) == pairs + [("I won!", "J'ai gagné !")]
     assert T.read_pairs(path, max_pairs=2) == [("Go.", "Va !"), ("Hi.", "Salut !")]
     assert T.read_pairs(path, clean=True)[2] == ("run !", "cours !")
 
@@ -82,9 +74,8 @@ def test_read_pairs_names_the_bad_line(tmp_path, content, line, words):
     if line is None:
         assert T.read_pairs(path)[-1] == ("Run!", "Cours")
         return
-    with pytest.raises(ValueError, match=rf"p\.txt, line {line}\b.*") as err:
+    with pytest.raises(ValueError, match=rf"p\.txt, line {line}\b.*{words}"):
         T.read_pairs(path)
-    assert words in str(err.value)
 
 
 def test_read_pairs_non_utf8_and_truncated_multibyte(tmp_path):
@@ -101,15 +92,7 @@ def test_read_pairs_non_utf8_and_truncated_multibyte(tmp_path):
 
 def test_vocab_specials_order_and_unknowns():
     v = T.Vocab(["b a b .", "c b a ."], min_freq=2)
-    assert v.idx_to_token == [
-        "<pad>",
-        "<bos>",
-        "<eos>",
-        "<unk>",
-        "b",
-        ".",
-        "a",
-    ]  # 'c' seen once
+    assert v.idx_to_token == "<pad> <bos> <eos> <unk> b . a".split()  # 'c' seen once
     assert (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
     assert v["b"] == 4 and v["c"] == v.unk_id and v[["a", "zzz"]] == [6, 3]
     assert v.to_tokens(v[["b", "a", "."]]) == ["b", "a", "."]
@@ -132,17 +115,11 @@ def test_split_is_deterministic_disjoint_and_complete():
     b = T.split_pairs(list(reversed(pairs)), valid_frac=0.1, test_frac=0.1)
     assert sorted(map(len, a)) == sorted(map(len, b)) and set(a.test) == set(b.test)
     sources = [{s for s, _ in part} for part in a]
-    assert not (
-        sources[0] & sources[1] or sources[0] & sources[2] or sources[1] & sources[2]
-    )
+    assert sum(map(len, sources)) == len(set.union(*sources))  # disjoint
     assert sorted(a.train + a.valid + a.test) == sorted(pairs)
-    assert (
-        0.05 < len(a.test) / len(pairs) < 0.15
-        and 0.05 < len(a.valid) / len(pairs) < 0.15
-    )
-    assert set(T.split_pairs(pairs, seed=1).test) != set(
-        T.split_pairs(pairs, seed=0).test
-    )
+    assert all(0.05 < len(part) / len(pairs) < 0.15 for part in (a.test, a.valid))
+    other_seed = T.split_pairs(pairs, seed=1).test
+    assert set(other_seed) != set(T.split_pairs(pairs, seed=0).test)
 
 
 # ---------------------------------------------------------------- padding and batches
@@ -178,13 +155,11 @@ def check_batch(b: D.Batch, vocab):
         assert b.tgt_in[i, 0] == vocab.bos_id and b.tgt_out[i, n - 1] == vocab.eos_id
         # teacher forcing shift
         assert torch.equal(b.tgt_in[i, 1:n], b.tgt_out[i, : n - 1])
-        assert (b.tgt_out[i, n:] == vocab.pad_id).all() and (
-            b.tgt_in[i, n:] == vocab.pad_id
-        ).all()
+        assert (b.tgt_out[i, n:] == vocab.pad_id).all()
+        assert (b.tgt_in[i, n:] == vocab.pad_id).all()
         m = int(b.src_len[i])
-        assert (b.src[i, m:] == vocab.pad_id).all() and (
-            b.src[i, :m] != vocab.pad_id
-        ).all()
+        assert (b.src[i, m:] == vocab.pad_id).all()
+        assert (b.src[i, :m] != vocab.pad_id).all()
 
 
 def test_collate_per_batch_and_fixed_padding():
@@ -192,23 +167,14 @@ def test_collate_per_batch_and_fixed_padding():
     items = [ds[0], ds[1]]
     v = ds.tgt_vocab
     b = D.collate(items, pad_id=0, bos_id=1, eos_id=2)
-    assert (
-        b.src.shape == (2, 5)
-        and b.tgt_out.shape == (2, 6)
-        and b.src_len.tolist() == [5, 3]
-    )
+    assert b.src.shape == (2, 5) and b.tgt_out.shape == (2, 6)
+    assert b.src_len.tolist() == [5, 3]
     check_batch(b, v)
     fixed = D.collate(items, pad_id=0, bos_id=1, eos_id=2, num_steps=4)
-    assert fixed.src.shape == fixed.tgt_in.shape == (
-        2,
-        4,
-    ) and fixed.tgt_len.tolist() == [4, 4]
-    assert fixed.tgt_out[1].tolist() == [
-        v["x"],
-        v["y"],
-        v["z"],
-        v["w"],
-    ]  # cut: <eos> lost, as in d2l
+    assert fixed.src.shape == fixed.tgt_in.shape == (2, 4)
+    assert fixed.tgt_len.tolist() == [4, 4]
+    # cut: <eos> lost, as in d2l
+    assert fixed.tgt_out[1].tolist() == v[["x", "y", "z", "w"]]
 
 
 def test_bucket_sampler_covers_each_index_once_and_groups_lengths():
@@ -297,7 +263,7 @@ def test_nmtdata_fingerprint_changes_with_the_data():
 
 def test_a_stream_too_short_for_one_window_gets_a_clear_error():
     for it in (D.seq_data_iter_random, D.seq_data_iter_sequential):
-        with pytest.raises(ValueError, match="at least 2 \\* num_steps"):
+        with pytest.raises(ValueError, match="num_steps"):
             list(it([], batch_size=2, num_steps=3))
         # the smallest stream that works
         assert len(list(it(range(6), batch_size=1, num_steps=3))) >= 1

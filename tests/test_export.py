@@ -1,54 +1,33 @@
 """The exporter: nmt_lib/ must match the notebooks, and the check must notice when it
 does not."""
 
-import json
+import ast
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import export_lib
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def notebook(cells):
-    return {
-        "cells": [
-            {
-                "cell_type": kind,
-                "metadata": {},
-                "source": src,
-                **({"outputs": [], "execution_count": 1} if kind == "code" else {}),
-            }
-            for kind, src in cells
-        ],
-        "metadata": {},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+from conftest import ROOT, write_notebook
 
 
-def make_project(tmp_path, cells, name="01_demo.ipynb"):
+def make_project(tmp_path, *sources):
+    """A checkout in `tmp_path` whose one notebook has a code cell per source."""
     (tmp_path / "notebooks").mkdir(exist_ok=True)
     (tmp_path / "nmt_lib").mkdir(exist_ok=True)
     (tmp_path / "nmt_lib" / "__init__.py").write_text('"""hand-written"""\n')
-    (tmp_path / "notebooks" / name).write_text(json.dumps(notebook(cells)))
+    write_notebook(tmp_path / "notebooks" / "01_demo.ipynb", *sources)
     return tmp_path
 
 
 def run_check(root):
-    return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "export_lib.py"),
-            "--check",
-            "--root",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    check = [
+        sys.executable,
+        ROOT / "tools" / "export_lib.py",
+        "--check",
+        "--root",
+        root,
+    ]
+    return subprocess.run(check, capture_output=True, text=True)
 
 
 def test_repository_library_matches_notebooks():
@@ -57,28 +36,17 @@ def test_repository_library_matches_notebooks():
 
 
 def test_check_names_stale_missing_and_orphaned_files(tmp_path):
-    root = make_project(
-        tmp_path, [("code", "#| default_exp demo"), ("code", "#| export\nY = 1")]
-    )
+    root = make_project(tmp_path, "#| default_exp demo", "#| export\nY = 1")
     export_lib.main(["--root", str(root)])
-    (root / "nmt_lib" / "demo.py").write_text(
-        (root / "nmt_lib" / "demo.py").read_text() + "Y = 3\n"
-    )
+    demo = root / "nmt_lib" / "demo.py"
+    demo.write_text(demo.read_text() + "Y = 3\n")
     result = run_check(root)
-    assert (
-        result.returncode == 1
-        and "nmt_lib/demo.py (differs from its notebooks)" in result.stdout
-    )
-
-    shutil.copy(root / "nmt_lib" / "demo.py", root / "nmt_lib" / "old.py")
-    (root / "nmt_lib" / "demo.py").unlink()
+    assert result.returncode == 1 and "demo.py (differs" in result.stdout
+    shutil.copy(demo, root / "nmt_lib" / "old.py")
+    demo.unlink()
     result = run_check(root)
-    assert result.returncode == 1
-    assert "nmt_lib/demo.py (missing)" in result.stdout
-    assert (
-        "nmt_lib/old.py (generated, but no notebook exports it any more)"
-        in result.stdout
-    )
+    assert result.returncode == 1 and "demo.py (missing)" in result.stdout
+    assert "old.py (generated" in result.stdout
     # Hand-written files never count as stale.
     assert "__init__" not in result.stdout
 
@@ -96,24 +64,12 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
 def test_the_lessons_hold_no_tooling():
     """The command line, locks and signals live in nmt_lib/run/; chapter 0 teaches no
     code."""
-    import ast
-
     for path in export_lib.generated_files(ROOT):
-        tree = ast.parse(path.read_text())
-        imported = {
-            a.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Import)
-            for a in node.names
-        }
-        imported |= {
-            node.module
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module
-        }
-        assert not {name.split(".")[0] for name in imported} & {
-            "argparse",
-            "signal",
-            "fcntl",
-        }, path.name
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        assert not imported & {"argparse", "signal", "fcntl"}, path.name
     assert export_lib.exports_of(ROOT / "notebooks" / "00_course.ipynb") == []

@@ -53,19 +53,6 @@ def test_fast_dropout_gradient_repeatability_and_edge_cases():
     assert FastDropout(0.2)(torch.ones(0, 3)).shape == (0, 3)
 
 
-def _loss_and_grads(loss_of, hidden, layer, scale):
-    hidden.grad = None
-    layer.zero_grad(set_to_none=True)
-    loss = loss_of()
-    (loss * scale).backward()
-    return [
-        loss.detach(),
-        hidden.grad,
-        layer.weight.grad,
-        None if layer.bias is None else layer.bias.grad,
-    ]
-
-
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 @pytest.mark.parametrize("rows", [1, 7, 64, 1000])
 @pytest.mark.parametrize("bias", [True, False])
@@ -75,22 +62,24 @@ def test_linear_cross_entropy_equals_pytorch_in_value_and_gradients(eps, rows, b
     # 70 rows: slices do not divide it evenly
     hidden = (3 * torch.randn(70, 12)).requires_grad_()
     targets = torch.randint(0, 37, (70,))
-    scale = 0.37  # any gradient from above is passed on
-    expected = _loss_and_grads(
+
+    def loss_and_grads(loss_of):
+        hidden.grad = None
+        layer.zero_grad(set_to_none=True)
+        loss = loss_of()
+        (loss * 0.37).backward()  # any gradient from above is passed on
+        grads = hidden.grad, layer.weight.grad, layer.bias.grad if bias else None
+        return [loss.detach(), *grads]
+
+    expected = loss_and_grads(
         lambda: F.cross_entropy(
             layer(hidden), targets, reduction="sum", label_smoothing=eps
-        ),
-        hidden,
-        layer,
-        scale,
+        )
     )
-    ours = _loss_and_grads(
+    ours = loss_and_grads(
         lambda: linear_cross_entropy(
             hidden, layer, targets, label_smoothing=eps, rows=rows
-        ),
-        hidden,
-        layer,
-        scale,
+        )
     )
     for a, b in zip(ours, expected):
         if b is None:
@@ -112,13 +101,11 @@ def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autog
         value = linear_cross_entropy(
             hidden, layer, targets, label_smoothing=0.1, rows=4
         )
-    assert value.grad_fn is None
-    torch.testing.assert_close(
-        value,
-        F.cross_entropy(
+        theirs = F.cross_entropy(
             layer(hidden), targets, reduction="sum", label_smoothing=0.1
-        ).detach(),
-    )
+        )
+    assert value.grad_fn is None
+    torch.testing.assert_close(value, theirs)
     empty = linear_cross_entropy(hidden[:0], layer, targets[:0])
     empty.backward()
     assert empty.item() == 0.0 and not layer.weight.grad.any()
@@ -127,25 +114,21 @@ def test_linear_cross_entropy_passes_gradcheck_and_skips_gradients_without_autog
 def test_use_fast_dropout_swaps_each_dropout_layer_and_both_keep_the_expectation():
     model = nn.Sequential(
         nn.Linear(3, 3), nn.Dropout(0.3), nn.Sequential(nn.Dropout(0.2), nn.ReLU())
-    )
+    ).eval()
     weights = model[0].weight
     assert use_fast_dropout(model) is model and model[0].weight is weights
-    assert [type(m).__name__ for m in model.modules()] == [
-        "Sequential",
-        "Linear",
-        "FastDropout",
-        "Sequential",
-        "FastDropout",
-        "ReLU",
-    ]
+    names = [type(m).__name__ for m in model.modules()]
+    assert names == "Sequential Linear FastDropout Sequential FastDropout ReLU".split()
     assert (model[1].p, model[2][0].p) == (0.3, 0.2)
+    # each layer keeps its mode: still evaluation, no dropout
+    x = torch.ones(3)
+    assert not model[1].training and torch.equal(model(x), model[0](x).relu())
     x = torch.ones(400_000)
     torch.manual_seed(0)
     for layer in (nn.Dropout(0.3), FastDropout(0.3)):
         out = layer(x)
-        assert (
-            abs((out == 0).float().mean() - 0.3) < 0.005 and abs(out.mean() - 1) < 0.01
-        )
+        assert abs((out == 0).float().mean() - 0.3) < 0.005
+        assert abs(out.mean() - 1) < 0.01
         assert torch.equal(layer.eval()(x), x)  # both are the identity in eval mode
 
 
@@ -164,14 +147,6 @@ def test_token_features_are_the_decoder_outputs_at_the_real_positions():
     torch.testing.assert_close(
         model.decoder.dense(features), model(src, src_len, tgt)[keep]
     )
-
-
-def test_use_fast_dropout_keeps_each_layers_mode():
-    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)).eval()
-    use_fast_dropout(model)
-    x = torch.ones(4, 3)
-    # still evaluation: no dropout
-    assert not model[1].training and torch.equal(model(x), model[0](x))
 
 
 def test_the_online_softmax_is_the_softmax_whatever_the_tile():

@@ -1,25 +1,26 @@
 """Fault injection: `python -m nmt_lib train` killed or interrupted at random moments
 never loses work.
 
-SIGKILL at random moments, and while a checkpoint is being written: afterwards the
+SIGKILL at random moments, and half-way through writing a checkpoint: afterwards the
 checkpoint, if there is one, always loads, and --resume finishes the run. SIGINT at
 random moments: resuming gives the very weights of a run that never stopped. `make soak`
 runs the same with many more faults (NMT_SOAK_FAULTS).
 """
 
+import io
 import json
 import multiprocessing as mp
 import os
 import random
+import re
 import signal
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from conftest import write_corpus
+from conftest import same_weights, write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.run.records import write_record
 
@@ -32,35 +33,47 @@ RECORD = os.environ.get("NMT_SOAK_RECORD")
 def record(rows: list):
     """Add this test's rows to the soak record's table, when one is asked for."""
     if RECORD:
-        path = Path(RECORD)
-        kept = (
-            json.loads(path.read_text())
-            if path.exists()
-            else {
-                "kind": "soak",
-                "command": "make soak",
-                "tables": [{"columns": ["", ""], "rows": [], "align": "lr"}],
-            }
-        )
+        path, table = Path(RECORD), {"columns": ["", ""], "rows": [], "align": "lr"}
+        new = {"kind": "soak", "command": "make soak", "tables": [table]}
+        kept = json.loads(path.read_text()) if path.exists() else new
         kept["tables"][0]["rows"] += rows
         write_record(path, kept)
 
 
-def train_args(data, out, resume: bool):
-    args = ["train", "--data", str(data), "--out", str(out)] + (
-        "--d-model 16 --heads 2 --d-ff 32 --layers 1 --max-tokens 60"
-        f" --tokens-per-update 60 --warmup 3 --min-freq 1 --max-steps {STEPS}"
-        " --epochs 1000 --checkpoint-every 1 --progress none"
-    ).split()
-    return args + (["--resume"] if resume else [])
+def train_args(data, out, resume: bool, steps=STEPS, every=1):
+    return (
+        ["train", "--data", str(data), "--out", str(out)]
+        + (
+            "--d-model 16 --heads 2 --d-ff 32 --layers 1 --max-tokens 60"
+            f" --tokens-per-update 60 --warmup 3 --min-freq 1 --max-steps {steps}"
+            f" --epochs 1000 --checkpoint-every {every} --progress none"
+        ).split()
+        + (["--resume"] if resume else [])
+    )
 
 
-def run_quietly(args, log=os.devnull):
+def run_quietly(args, log=os.devnull, paused=None, write=0):
     """The child's work: the command line, its output into `log`; its status is the exit
-    code."""
+    code. With `paused` (an event), its `write`-th checkpoint write stops half-way,
+    sets `paused` and waits to be killed."""
     sys.stdout = sys.stderr = open(log, "w", buffering=1)
+    from nmt_lib.base import cache
     from nmt_lib.run import cli
 
+    save, writes = cache.torch.save, []
+
+    def half_then_wait(obj, f):
+        writes.append(f)
+        if len(writes) < write:
+            return save(obj, f)
+        whole = io.BytesIO()
+        save(obj, whole)
+        Path(f).write_bytes(whole.getvalue()[: len(whole.getvalue()) // 2])
+        paused.set()
+        time.sleep(600)
+
+    if paused is not None:
+        cache.torch.save = half_then_wait
     sys.exit(cli.main(args))
 
 
@@ -74,10 +87,9 @@ def context():
     return ctx
 
 
-def start(context, data, out, args=None, log=os.devnull):
-    child = context.Process(
-        target=run_quietly, args=(args or train_args(data, out, out.exists()), log)
-    )
+def start(context, data, out, args=None, **kw):
+    args = args or train_args(data, out, out.exists())
+    child = context.Process(target=run_quietly, args=(args,), kwargs=kw)
     child.start()
     return child
 
@@ -86,37 +98,36 @@ def temporary_files(out: Path) -> list:
     return list(out.parent.glob(f".{out.name}.*.tmp"))
 
 
+def catches(pid, signum) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (Linux's /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(re.search(r"SigCgt:\s*([0-9a-f]+)", status).group(1), 16)
+    return bool(caught >> (signum - 1) & 1)
+
+
 def test_sigint_and_sigterm_before_the_first_checkpoint_still_write_one(
     tmp_path, context
 ):
     data = write_corpus(tmp_path)
     for signum, status in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
         out, log = tmp_path / f"{signum.name}.pt", tmp_path / f"{signum.name}.log"
-        args = train_args(data, out, False)
-        args[args.index("--checkpoint-every") + 1] = "0"  # no checkpoint until it stops
-        args[args.index("--max-steps") + 1] = "100000"
-        child = start(context, data, out, args, log)
-        # however slow the machine: wait for training to begin
+        # no checkpoint until it stops
+        args = train_args(data, out, False, steps=100_000, every=0)
+        child = start(context, data, out, args, log=log)
+        # however slow the machine: wait until training has set its handlers (SIGHUP's
+        # is the last, and Python's own catches none)
         deadline = time.monotonic() + 120
-        while (
-            not (log.exists() and "Transformer:" in log.read_text())
-            and child.is_alive()
-            and time.monotonic() < deadline
-        ):
+        while child.is_alive() and time.monotonic() < deadline:
+            if catches(child.pid, signal.SIGHUP):
+                break
             time.sleep(0.05)
-        time.sleep(0.5)  # the signal handlers are set just after that line
         os.kill(child.pid, signum)
         child.join(timeout=60)
-        err = log.read_text()
-        assert child.exitcode == status, err
-        assert (
-            f"stopped by {signum.name} at update" in err
-            and f"--out {out} --resume" in err
-        )
+        assert child.exitcode == status, log.read_text()
+        assert f"--out {out} --resume" in log.read_text()  # how to go on
         ckpt = load_checkpoint(out)
-        assert ckpt.payload["progress"][
-            "stopped"
-        ] == signum.name and not temporary_files(out)
+        assert ckpt.payload["progress"]["stopped"] == signum.name
+        assert not temporary_files(out)
 
 
 def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishes(
@@ -131,24 +142,22 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
     rng = random.Random(0)
     kills = during_writes = loaded = 0
     while kills < FAULTS:
-        child = start(context, data, out)
-        if kills % 2:  # while a checkpoint is being written: the k-th one of this run
-            seen, wanted, deadline = (
-                set(),
-                rng.randint(1, 8),
-                time.monotonic() + whole + 5,
-            )
-            while (
-                len(seen) < wanted and time.monotonic() < deadline and child.is_alive()
-            ):
-                seen.update(temporary_files(out))
-                time.sleep(0.0002)
-            during_writes += bool(temporary_files(out))
+        had = load_checkpoint(out).step if out.exists() else None
+        if kills % 2:  # half-way through writing a checkpoint: the k-th of this run
+            paused = context.Event()
+            # a run writes a checkpoint at each update
+            write = rng.randint(1, min(8, STEPS - (had or 0)))
+            child = start(context, data, out, paused=paused, write=write)
+            while not paused.wait(0.05):
+                assert child.is_alive(), "the run ended before its write"
+            during_writes += 1
         else:  # at any moment of a run
+            child = start(context, data, out)
             time.sleep(rng.uniform(0.0, 1.2 * whole))
         child.kill()  # SIGKILL: no handler, no cleanup
         child.join()
         kills += 1
+        assert out.exists() or had is None  # a checkpoint is never lost
         if out.exists():
             ckpt = load_checkpoint(out)  # raises if the file were damaged
             loaded += 1
@@ -156,15 +165,8 @@ def test_killed_at_random_moments_the_checkpoint_always_loads_and_resume_finishe
                 out.unlink()
     child = start(context, data, out)
     child.join(timeout=120)
-    assert (
-        child.exitcode == 0
-        and load_checkpoint(out).step == STEPS
-        and not temporary_files(out)
-    )
-    assert during_writes >= FAULTS // 4 and loaded >= FAULTS // 2, (
-        during_writes,
-        loaded,
-    )
+    assert child.exitcode == 0 and load_checkpoint(out).step == STEPS
+    assert not temporary_files(out)
     record(
         [
             ["SIGKILLs", kills],
@@ -196,20 +198,11 @@ def test_interrupted_at_random_moments_resume_gives_an_unstopped_runs_weights(
     def finished_like_the_straight_run(path):
         done = load_checkpoint(path)
         assert done.step == reference.step == STEPS
-        for (name, a), b in zip(
-            done.model.state_dict().items(), reference.model.state_dict().values()
-        ):
-            assert torch.equal(a, b), name
+        assert same_weights(done.model, reference.model)
 
-    out, rng, interrupts, runs, finished = (
-        tmp_path / "interrupted.pt",
-        random.Random(1),
-        0,
-        0,
-        0,
-    )
-    target = max(6, FAULTS // 3)
-    while interrupts < target:
+    out, rng = tmp_path / "interrupted.pt", random.Random(1)
+    interrupts = runs = finished = 0
+    while interrupts < max(6, FAULTS // 3):
         child = start(context, data, out)
         time.sleep(rng.uniform(0.0, whole / 2))  # anywhere in a run, its start included
         if child.is_alive():
@@ -217,11 +210,8 @@ def test_interrupted_at_random_moments_resume_gives_an_unstopped_runs_weights(
             interrupts += 1
         child.join(timeout=120)
         runs += 1
-        assert child.exitcode in (
-            0,
-            130,
-            1,
-        ), child.exitcode  # 1: the SIGINT came before training began
+        # 1: the SIGINT came before training began
+        assert child.exitcode in (0, 130, 1), child.exitcode
         if child.exitcode == 0:  # it got to the end: check, then again
             finished_like_the_straight_run(out)
             finished += 1
@@ -234,10 +224,8 @@ def test_interrupted_at_random_moments_resume_gives_an_unstopped_runs_weights(
         [
             ["SIGINTs, over runs", f"{interrupts:,}, over {runs + 1:,}"],
             [
-                (
-                    "runs that got to the end, every one with the uninterrupted run's"
-                    " weights"
-                ),
+                "runs that got to the end, every one with the uninterrupted run's"
+                " weights",
                 finished + 1,
             ],
         ]

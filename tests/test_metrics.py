@@ -73,10 +73,8 @@ def test_corpus_bleu_extremes_and_errors():
 def test_clipping_and_ngrams():
     assert ngrams(["a", "b", "a", "b"], 2) == {("a", "b"): 2, ("b", "a"): 1}
     assert clipped_matches(["the"] * 7, [["the", "cat", "the"]], 1) == (2, 7)
-    assert clipped_matches(["the"] * 7, [["the", "cat"], ["the", "the", "the"]], 1) == (
-        3,
-        7,
-    )
+    two_refs = [["the", "cat"], ["the", "the", "the"]]
+    assert clipped_matches(["the"] * 7, two_refs, 1) == (3, 7)
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])

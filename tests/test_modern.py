@@ -71,9 +71,10 @@ def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
     torch.testing.assert_close(ours(x), theirs(x))
     model = tiny(rms=True, norm_first=True)
     norms = [m for m in model.modules() if isinstance(m, (RMSNorm, nn.LayerNorm))]
-    assert len(norms) == 2 * 2 + 2 * 3 + 2 and all(
-        isinstance(m, RMSNorm) for m in norms
-    )
+    assert (
+        len(norms) == 2 * 2 + 2 * 3 + 2
+    )  # 2 per encoder block, 3 per decoder's, 2 final
+    assert all(isinstance(m, RMSNorm) for m in norms)
 
 
 @pytest.mark.parametrize(
@@ -82,12 +83,9 @@ def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
 def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
     model = tiny(**switches)
     src, src_len = torch.randint(3, 20, (3, 6)), torch.tensor([6, 4, 2])
-    assert (
-        greedy_decode(model, src, src_len, bos_id=1, eos_id=-1, max_len=12).tokens
-        == greedy_decode_nocache(
-            model, src, src_len, bos_id=1, eos_id=-1, max_len=12
-        ).tokens
-    )
+    kw = dict(bos_id=1, eos_id=-1, max_len=12)
+    cached = greedy_decode(model, src, src_len, **kw).tokens
+    assert cached == greedy_decode_nocache(model, src, src_len, **kw).tokens
     tgt = torch.randint(3, 30, (3, 7))
     state = model.encode(src, src_len)
     full = model.step(tgt, state)[0]
@@ -102,19 +100,17 @@ def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
     torch.manual_seed(0)
     mha, gqa = (
         MultiHeadAttention(32, 4).eval(),
-        GroupedQueryAttention(32, 4, kv_heads=4).eval(),
+        GroupedQueryAttention(32, 4, kv_heads=4),
     )
-    gqa.load_state_dict(mha.state_dict())
+    gqa.eval().load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
     k, v = GroupedQueryAttention(32, 4, kv_heads=1).project_kv(x, x)
     assert k.shape == v.shape == (2, 1, 5, 8)
     block = tiny(kv_heads=4).encoder.blocks[0]
     assert type(block.self_attn) is MultiHeadAttention  # the 2017 module
-    assert all(
-        type(m) is not GroupedQueryAttention
-        for m in tiny(swiglu=True, rms=True).modules()
-    )
+    modules = tiny(swiglu=True, rms=True).modules()
+    assert all(type(m) is not GroupedQueryAttention for m in modules)
 
 
 def test_the_kv_cache_shrinks_with_the_kv_heads():
@@ -122,21 +118,16 @@ def test_the_kv_cache_shrinks_with_the_kv_heads():
     for G in (4, 2, 1):
         model = tiny(kv_heads=G)
         src, src_len = torch.randint(3, 20, (2, 5)), torch.tensor([5, 5])
-        state = model.step(
-            torch.ones(2, 3, dtype=torch.long), model.encode(src, src_len)
-        )[1]
-        sizes[G] = cache_bytes(state.self_kv)
+        tgt = torch.ones(2, 3, dtype=torch.long)
+        sizes[G] = cache_bytes(model.step(tgt, model.encode(src, src_len))[1].self_kv)
     # layers, k+v, B, G, Dh, T, fp32
     assert sizes[4] == 2 * sizes[2] == 4 * sizes[1] == 2 * 2 * 2 * 4 * 8 * 3 * 4
 
 
 def test_swiglu_and_d_ff_for_match_the_parameter_count():
     for D, F in [(128, 512), (256, 768), (64, 100)]:
-        relu, glu = (
-            num_parameters(PositionWiseFFN(D, F)),
-            num_parameters(SwiGLU(D, swiglu_width(D, F))),
-        )
-        assert abs(glu / relu - 1) < 0.01
+        relu = num_parameters(PositionWiseFFN(D, F))
+        assert abs(num_parameters(SwiGLU(D, swiglu_width(D, F))) / relu - 1) < 0.01
     build = lambda d_ff=256, **kw: Transformer(
         TransformerConfig(300, 400, d_model=64, n_heads=4, n_layers=2, d_ff=d_ff),
         ModernParts(**kw),
@@ -174,15 +165,10 @@ def test_the_decoder_only_translator_reads_english_then_french():
             expected.append(token)
             prefix.append(token + 12)
         assert out == expected
-    padded = prompt_greedy(
-        translator,
-        torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]),
-        torch.tensor([4, 2, 3]),
-        bos_id=1,
-        eos_id=2,
-        max_len=6,
-    )
     # translate's padded batches: each prompt without its padding
+    src = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]])
+    kw = dict(bos_id=1, eos_id=2, max_len=6)
+    padded = prompt_greedy(translator, src, torch.tensor([4, 2, 3]), **kw)
     assert padded.tokens == batched
 
 
@@ -219,24 +205,23 @@ def test_check_rope_names_the_usual_mistakes():
     assert "two halves" in one_line(check_rope, _halves)
 
 
-def _reverse(x, start):
-    """Turned by -m (chapter 6's direction): the transpose of each 2x2 rotation."""
+def _cos_sin(x, start):
+    """RoPE's cosines and sines of each position's angles, (T, Dh / 2)."""
     T, Dh = x.shape[-2:]
-    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (
+    angles = torch.arange(start, start + T)[:, None] * 1e4 ** (
         -torch.arange(0, Dh, 2) / Dh
     )
-    c, s = angles.cos(), angles.sin()
-    a, b = x[..., 0::2], x[..., 1::2]
+    return angles.cos(), angles.sin()
+
+
+def _reverse(x, start):
+    """Turned by -m (chapter 6's direction): the transpose of each 2x2 rotation."""
+    (c, s), a, b = _cos_sin(x, start), x[..., 0::2], x[..., 1::2]
     return torch.stack([a * c + b * s, b * c - a * s], -1).flatten(-2)
 
 
 def _halves(x, start):
-    T, Dh = x.shape[-2:]
-    angles = torch.arange(start, start + T)[:, None] * 10_000.0 ** (
-        -torch.arange(0, Dh, 2) / Dh
-    )
-    c, s = angles.cos(), angles.sin()
-    a, b = x[..., : Dh // 2], x[..., Dh // 2 :]
+    (c, s), (a, b) = _cos_sin(x, start), x.chunk(2, -1)
     return torch.cat([a * c - b * s, a * s + b * c], -1)
 
 

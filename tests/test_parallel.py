@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_corpus
+from conftest import ROOT, write_corpus
 from nmt_lib.run.checkpoint import load_checkpoint
 from nmt_lib.training import update_groups
 
-ROOT = Path(__file__).resolve().parent.parent
 # largest weight difference allowed: float sums taken in another order, over a few
 # updates
 TOLERANCE = 1e-5
@@ -45,55 +44,38 @@ def test_update_groups_are_the_updates_of_one_process_and_resume_mid_epoch(per_u
     assert [list(range(a, b)) for a, b in groups] == accumulate_like_one_process(
         tokens, per_update
     )
-    for (
-        a,
-        b,
-    ) in groups:  # resuming at any update's end gives the rest of the same updates
-        assert update_groups(tokens, per_update, start=a) == [
-            g for g in groups if g[0] >= a
-        ]
+    # resuming at any update's end gives the rest of the same updates
+    for a, _ in groups:
+        rest = [g for g in groups if g[0] >= a]
+        assert update_groups(tokens, per_update, start=a) == rest
     assert update_groups([], per_update) == []
 
 
 def train(data, out, steps, *, ranks=1, resume=False):
     """`python -m nmt_lib train`, or the same under torchrun with `ranks` Gloo
     processes; no dropout, fp32."""
-    launcher = [sys.executable]
-    if ranks > 1:
-        launcher += (
-            f"-m torch.distributed.run --standalone --nproc_per_node {ranks}".split()
-        )
-    args = [
-        "--out",
-        str(out),
-        *f"--max-steps {steps} --progress none --device cpu".split(),
-    ]
+    torchrun = f"-m torch.distributed.run --standalone --nproc_per_node {ranks}"
+    launcher = [sys.executable, *(torchrun.split() if ranks > 1 else [])]
+    args = ["--out", out, *f"--max-steps {steps} --progress none --device cpu".split()]
     if resume:
         args += ["--resume"]
     else:
-        args += ["--data", str(data)] + (
+        args += ["--data", data] + (
             "--d-model 16 --heads 2 --d-ff 32 --layers 1 --dropout 0 --precision fp32"
             " --max-tokens 60 --tokens-per-update 150 --warmup 2 --min-freq 1"
             " --epochs 50 --checkpoint-every 1"
         ).split()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_THREADS": "1"}
+    command = [*launcher, "-m", "nmt_lib", "train", *map(str, args)]
     run = subprocess.run(
-        [*launcher, "-m", "nmt_lib", "train", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
+        command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return run
 
 
 def largest_difference(a: Path, b: Path) -> float:
-    wa, wb = (
-        load_checkpoint(a).model.state_dict(),
-        load_checkpoint(b).model.state_dict(),
-    )
+    wa, wb = (load_checkpoint(path).model.state_dict() for path in (a, b))
     assert wa.keys() == wb.keys()
     return max(
         float((wa[k].float() - wb[k].float()).abs().max())
@@ -106,12 +88,11 @@ def test_two_gloo_processes_train_like_one_and_their_checkpoint_resumes_with_any
     tmp_path,
 ):
     data = write_corpus(tmp_path)
-    train(data, tmp_path / "one.pt", 6)
+    one = train(data, tmp_path / "one.pt", 6)
     two = train(data, tmp_path / "two.pt", 6, ranks=2)
-    assert (
-        "in each of 2 processes" in two.stderr
-        and two.stdout.count("trained 6 updates") == 1
-    )  # rank 0 reports
+    assert "2 processes" in two.stderr  # the run said what it was
+    # rank 0 reports, as one process does
+    assert len(two.stdout.splitlines()) == len(one.stdout.splitlines())
     h1, h2 = (
         load_checkpoint(tmp_path / f"{n}.pt").payload["progress"]["history"]
         for n in ("one", "two")

@@ -237,7 +237,7 @@ def test_a_module_the_submission_builds_stays_in_its_kernel_and_answers_there(bo
 
 
 def test_a_course_model_crosses_as_its_settings_and_weights(box):
-    from nmt_lib.checks.assignments import random_translator, sources
+    from nmt_lib.checks.a2 import random_translator, sources
 
     model, (src, src_len) = random_translator(), sources()
     tgt_in = torch.tensor([[1, 4, 5]] * src.shape[0])

@@ -3,42 +3,44 @@ checkpoints and resume."""
 
 import json
 import os
+import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt_lib.base import cache
-from nmt_lib.run import trainer
-from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt_lib.fast import sliced_batch_loss
+from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus, detokenize, french_spacing
 from nmt_lib.run.inference import evaluate_checkpoint
-from nmt_lib.fast import sliced_batch_loss
-from nmt_lib.run.trainer import RunSettings, train_run
+from nmt_lib.run.train_command import run_lock
+from nmt_lib.run.trainer import RunSettings, new_progress
 from nmt_lib.training import (
-    Hooks,
     TrainSettings,
+    accumulate,
     batch_loss,
+    epoch_updates,
     fit,
-    new_progress,
     noam_lr,
     noam_schedule,
     smoothed_targets,
+    token_loaders,
 )
 
 from conftest import (
-    TINY_ARGS,
-    TINY_RUN,
+    ROOT,
     cli_call,
+    cli_run,
     german_lines,
     last_drawings,
+    same_weights,
+    save_model,
     tiny_model,
+    tiny_train_args,
+    train_tiny,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_noam_lr_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
@@ -64,7 +66,8 @@ def test_smoothed_targets_sum_to_one_and_match_pytorch_label_smoothing(eps):
 
 
 def test_the_schedule_is_a_lambda_lr_that_follows_the_formula_and_saves_its_place():
-    optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.5)
+    adam = lambda: torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.5)
+    optimizer = adam()
     schedule = noam_schedule(optimizer, d_model=64, warmup=10)
     rates = []
     for _ in range(30):
@@ -74,44 +77,28 @@ def test_the_schedule_is_a_lambda_lr_that_follows_the_formula_and_saves_its_plac
     assert rates == pytest.approx(
         [noam_lr(s, d_model=64, warmup=10, factor=0.5) for s in range(1, 31)], rel=1e-12
     )
-    again = noam_schedule(
-        torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.5),
-        d_model=64,
-        warmup=10,
-    )
+    again = noam_schedule(adam(), d_model=64, warmup=10)
     again.load_state_dict(schedule.state_dict())
     assert again.last_epoch == 30 and again.get_last_lr() == schedule.get_last_lr()
 
 
 @pytest.mark.parametrize("cls", [TrainSettings, RunSettings])
 def test_train_settings_reject_bad_values(cls):
-    for bad in [
-        dict(epochs=0),
-        dict(max_tokens=0),
-        dict(label_smoothing=1.0),
-        dict(max_steps=0),
-        dict(lr_factor=float("nan")),
-        dict(clip=0.0),
-    ]:
-        with pytest.raises(ValueError):
-            cls(**bad)
-    for bad in [
-        dict(checkpoint_every=-1),
-        dict(loss="fancy"),
-        dict(time_limit=0.0),
-        dict(precision="fp8"),
-    ]:
-        # the lesson's has no such field
-        with pytest.raises(ValueError if cls is RunSettings else TypeError):
-            cls(**bad)
+    either = dict(epochs=0, max_tokens=0, label_smoothing=1.0, max_steps=0, clip=0.0)
+    either["lr_factor"] = float("nan")
+    run_only = dict(checkpoint_every=-1, loss="fancy", time_limit=0.0, precision="fp8")
+    for name, value in (either | run_only).items():
+        # the lesson's settings have none of the run's fields
+        lesson_lacks = cls is TrainSettings and name in run_only
+        with pytest.raises(TypeError if lesson_lacks else ValueError):
+            cls(**{name: value})
 
 
 def test_corpus_reads_any_tsv_ignoring_extra_columns_and_keeps_raw_references(
     de_corpus,
 ):
     corpus = ParallelCorpus(de_corpus, min_freq=1, valid_frac=0.1, test_frac=0.1)
-    n = len(german_lines())
-    assert sum(map(len, corpus.splits)) == n
+    assert sum(map(len, corpus.splits)) == len(german_lines())
     # third column ignored
     assert "hund" in corpus.tgt_vocab and "cc-by" not in corpus.tgt_vocab
     assert corpus.settings["french_spacing"] is False  # German: "nicht müde!"
@@ -121,98 +108,49 @@ def test_corpus_reads_any_tsv_ignoring_extra_columns_and_keeps_raw_references(
 
 
 def test_french_spacing_and_detokenize():
-    assert french_spacing(["Va !", "Qui ?", "Cours !"]) and not french_spacing(
-        ["Geh!", "Wer?", "Lauf!"]
-    )
+    assert french_spacing(["Va !", "Qui ?", "Cours !"])
+    assert not french_spacing(["Geh!", "Wer?", "Lauf!"])
     assert detokenize("je suis là , non ?", french=True) == "je suis là, non ?"
     assert detokenize(["wer", "ist", "da", "?"], french=False) == "wer ist da?"
     assert detokenize("il est parti .") == "il est parti."
 
 
-def weights(model):
-    return [p.detach().clone() for p in model.parameters()]
-
-
-class PlainSGD(Hooks):
-    """Plain SGD at rate 1: the step is the gradient (Adam's first step is about
-    sign(g), which would blow float round-off on near-zero gradients up to full
-    steps)."""
-
-    def begin(self, model, settings):
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        return (
-            optimizer,
-            torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
-            new_progress(),
-        )
-
-
-def test_gradient_accumulation_equals_one_big_batch(de_corpus):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    runs = []
-    for max_tokens in (
-        40,
-        4000,
-    ):  # many micro-batches accumulated vs the whole split in one batch
+def test_gradient_accumulation_equals_one_big_batch(corpus):
+    grads = []
+    # many micro-batches accumulated vs the whole split in one batch
+    for max_tokens, micro_batches in ((40, 10), (4000, 1)):
         model = tiny_model(corpus, dropout=0.0)
-        settings = TrainSettings(
-            epochs=1,
-            max_tokens=max_tokens,
-            tokens_per_update=10**6,
-            warmup=1,
-            clip=None,
-        )
-        progress = fit(model, corpus, settings, hooks=PlainSGD(), quiet=True)
-        assert progress["step"] == 1
-        runs.append(weights(model))
-    before = weights(tiny_model(corpus, dropout=0.0))
-    assert any(not torch.equal(a, b) for a, b in zip(runs[0], before))
-    for a, b in zip(*runs):
+        settings = TrainSettings(max_tokens=max_tokens, tokens_per_update=10**6)
+        (update,) = epoch_updates(token_loaders(corpus, settings)[0], 1, 10**6)
+        assert len(update) >= micro_batches
+        _, tokens = accumulate(model, update, settings, corpus.tgt_vocab.pad_id)
+        grads.append([p.grad / tokens for p in model.parameters()])
+    for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_resumed_training_takes_the_same_steps_bit_for_bit(de_corpus, tmp_path, fast):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
-    fast_ones = dict(loss="sliced", fused_adam=True, fast_dropout=True)
-    base = TINY_RUN | (fast_ones if fast else {})
+def test_resumed_training_takes_the_same_steps_bit_for_bit(corpus, tmp_path, fast):
+    base = dict(loss="sliced", fused_adam=True, fast_dropout=True) if fast else {}
     straight = tiny_model(corpus)
-    train_run(straight, corpus, RunSettings(max_steps=9, **base), report="none")
-
+    train_tiny(straight, corpus, base | dict(max_steps=9))
     path = tmp_path / "run.pt"
-    first = tiny_model(corpus)
-    train_run(
-        first,
-        corpus,
-        RunSettings(max_steps=4, **base),
-        checkpoint=path,
-        save_kwargs={"data": corpus.settings},
-        report="none",
-    )
+    train_tiny(tiny_model(corpus), corpus, base | dict(max_steps=4), checkpoint=path)
     ckpt = load_checkpoint(path)
-    # mid-epoch
-    assert (
-        ckpt.payload["progress"]["step"] == 4 and ckpt.payload["progress"]["batch"] > 0
-    )
+    progress = ckpt.payload["progress"]
+    assert progress["step"] == 4 and progress["batch"] > 0  # mid-epoch
     assert ckpt.payload["schedule"]["last_epoch"] == 4
     torch.manual_seed(12345)  # whatever the global RNG holds now must not matter
-    resumed = train_run(
-        ckpt.model,
-        corpus,
-        RunSettings(max_steps=9, **base),
-        resume=ckpt.payload,
-        report="none",
+    resumed = train_tiny(
+        ckpt.model, corpus, base | dict(max_steps=9), resume=ckpt.payload
     )
-    assert resumed["step"] == 9 and len(resumed["history"]["lr"]) == 9
-    assert resumed["history"]["lr"] == [
+    assert resumed["step"] == 9 and resumed["history"]["lr"] == [
         noam_lr(s, d_model=16, warmup=3, factor=0.5) for s in range(1, 10)
     ]
-    for a, b in zip(weights(straight), weights(ckpt.model)):
-        assert torch.equal(a, b)
+    assert same_weights(straight, ckpt.model)
 
 
-def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(de_corpus):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
+def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(corpus):
     model = tiny_model(corpus).eval()  # no dropout: the two paths see the same numbers
     batch = next(iter(corpus.loader("train", batch_size=8)))
     assert (batch.tgt_out == 0).any()  # the batch has padding to skip
@@ -221,9 +159,8 @@ def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(de_corpus):
         model.zero_grad(set_to_none=True)
         value, n = loss_fn(model, batch, TrainSettings(label_smoothing=0.1), pad_id=0)
         value.backward()
-        results.append(
-            (value.detach(), n, [p.grad.clone() for p in model.parameters()])
-        )
+        grads = [p.grad.clone() for p in model.parameters()]
+        results.append((value.detach(), n, grads))
     (a, n_a, grads_a), (b, n_b, grads_b) = results
     assert n_a == n_b == int((batch.tgt_out != 0).sum())
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
@@ -231,69 +168,43 @@ def test_the_plain_and_the_sliced_loss_agree_in_value_and_gradients(de_corpus):
         torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-6)
 
 
-def saved(tmp_path, de_corpus, name="m.pt"):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
+@pytest.fixture
+def saved(tmp_path, corpus):
+    """A checkpoint of an untrained `tiny_model`: its path and the model."""
     model = tiny_model(corpus)
-    return (
-        save_checkpoint(
-            tmp_path / name,
-            model,
-            corpus.src_vocab,
-            corpus.tgt_vocab,
-            data=corpus.settings,
-        ),
-        model,
-    )
+    return save_model(tmp_path / "m.pt", model, corpus), model
 
 
 def test_a_checkpoint_without_training_state_cannot_be_resumed_and_says_so(
-    tmp_path, de_corpus, capsys
+    tmp_path, corpus, capsys
 ):
     # as a learner's own hook may save it: no schedule
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
     model = tiny_model(corpus)
-    path = save_checkpoint(
-        tmp_path / "own.pt",
-        model,
-        corpus.src_vocab,
-        corpus.tgt_vocab,
-        data=corpus.settings,
-        train=RunSettings(),
-        progress=dict(new_progress(), step=1),
-        optimizer=torch.optim.Adam(model.parameters()),
+    adam = torch.optim.Adam(model.parameters())
+    own = dict(
+        train=RunSettings(), progress=dict(new_progress(), step=1), optimizer=adam
     )
+    path = save_model(tmp_path / "own.pt", model, corpus, **own)
     status, _, err = cli_call(capsys, "train", "--out", path, "--resume")
     assert status == 1 and "holds no training state" in err
 
 
 def test_checkpoint_round_trip_keeps_weights_vocabularies_and_settings(
-    tmp_path, de_corpus
+    saved, de_corpus
 ):
-    path, model = saved(tmp_path, de_corpus)
+    path, model = saved
     ckpt = load_checkpoint(path)
-    for a, b in zip(model.state_dict().values(), ckpt.model.state_dict().values()):
-        assert torch.equal(a, b)
+    assert same_weights(model, ckpt.model) and not ckpt.model.training
     assert ckpt.payload["data"]["path"] == str(de_corpus)
-    assert (
-        ckpt.tgt_vocab.idx_to_token[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
-        and not ckpt.model.training
-    )
+    assert ckpt.tgt_vocab.idx_to_token[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
 
 
-def test_truncated_garbage_and_foreign_checkpoints_give_clear_errors(
-    tmp_path, de_corpus
-):
-    path, _ = saved(tmp_path, de_corpus)
-    data = path.read_bytes()
-    cases = {
-        "truncated": data[: len(data) // 2],
-        "garbage": b"not a checkpoint at all",
-        "empty": b"",
-    }
-    for name, content in cases.items():
-        (tmp_path / name).write_bytes(content)
+def test_truncated_garbage_and_foreign_checkpoints_give_clear_errors(tmp_path, saved):
+    data = saved[0].read_bytes()
+    for content in (data[: len(data) // 2], b"not a checkpoint at all", b""):
+        (tmp_path / "bad.pt").write_bytes(content)
         with pytest.raises(CheckpointError, match="not a readable checkpoint"):
-            load_checkpoint(tmp_path / name)
+            load_checkpoint(tmp_path / "bad.pt")
     torch.save({"state_dict": {}}, tmp_path / "foreign.pt")
     with pytest.raises(CheckpointError, match="not a course checkpoint"):
         load_checkpoint(tmp_path / "foreign.pt")
@@ -309,63 +220,35 @@ class Payload:
         return os.system, ("true",)
 
 
-def test_loading_runs_no_code_and_refuses_weights_that_do_not_fit(tmp_path, de_corpus):
-    path, _ = saved(tmp_path, de_corpus)
-    payload = torch.load(path, weights_only=True)
+def test_loading_runs_no_code_and_refuses_weights_that_do_not_fit(tmp_path, saved):
+    payload = torch.load(saved[0], weights_only=True)
     torch.save(dict(payload, extra=Payload()), tmp_path / "code.pt")
     with pytest.raises(CheckpointError, match="could run code") as err:
         load_checkpoint(tmp_path / "code.pt")
     # torch's advice to load it unsafely is not repeated
     assert "weights_only" not in str(err.value)
-    torch.save(
-        dict(payload, config=dict(payload["config"], d_ff=48)), tmp_path / "shape.pt"
-    )
+    shape = dict(payload, config=dict(payload["config"], d_ff=48))
+    torch.save(shape, tmp_path / "shape.pt")
     with pytest.raises(CheckpointError, match="do not fit"):
         load_checkpoint(tmp_path / "shape.pt")
-
-
-def test_save_is_atomic_a_failed_save_keeps_the_old_file(
-    tmp_path, de_corpus, monkeypatch
-):
-    path, model = saved(tmp_path, de_corpus)
-    before = path.read_bytes()
-
-    def broken_save(obj, f):
-        Path(f).write_bytes(b"half")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(cache.torch, "save", broken_save)
-    ckpt = load_checkpoint(path)
-    with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(path, model, ckpt.src_vocab, ckpt.tgt_vocab, data={})
-    assert path.read_bytes() == before and sorted(
-        p.name for p in tmp_path.iterdir()
-    ) == ["deu.txt", "m.pt"]
-
-
-def cli_run(*args, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "nmt_lib", *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 @pytest.mark.skipif(
     not (ROOT / "models" / "tatoeba-en-fr").is_dir(), reason="no published model"
 )
-def test_translating_imports_neither_the_trainer_nor_data_parallelism():
+def test_translating_imports_no_training_code_nor_pandas():
+    training = (
+        "pandas nmt_lib.loop nmt_lib.training nmt_lib.recipes nmt_lib.run.settings"
+        " nmt_lib.run.trainer nmt_lib.run.parallel"
+    ).split()
     script = (
         "import sys; from nmt_lib.run import cli; status = cli.main(['translate',"
         " '--model', 'published', '--device', 'cpu']); print(*sorted(m for m in"
-        " sys.modules if m in ('nmt_lib.run.trainer', 'nmt_lib.run.parallel')),"
-        " file=sys.stderr); sys.exit(status)"
+        f" sys.modules if m in {training}), file=sys.stderr); sys.exit(status)"
     )
+    run = [sys.executable, "-c", script]
     out = subprocess.run(
-        [sys.executable, "-c", script],
+        run,
         input="I am tired.\n",
         capture_output=True,
         text=True,
@@ -381,128 +264,67 @@ def test_cli_trains_translates_and_evaluates_english_german(
 ):
     # training in this process; python -m nmt_lib translates and evaluates
     ckpt = tmp_path / "de.pt"
-    status, out, err = cli_call(
-        capsys,
-        "train",
-        "--data",
-        de_corpus,
-        "--d-model",
-        16,
-        "--heads",
-        2,
-        "--d-ff",
-        32,
-        "--layers",
-        1,
-        "--max-steps",
-        4,
-        "--max-tokens",
-        80,
-        "--tokens-per-update",
-        100,
-        "--warmup",
-        2,
-        "--min-freq",
-        1,
-        "--out",
-        ckpt,
-        "--progress",
-        "none",
-    )
-    assert (
-        status == 0 and "trained 4 updates" in out and load_checkpoint(ckpt).step == 4
-    ), err
     status, _, err = cli_call(
-        capsys, "train", "--data", de_corpus, "--out", ckpt, "--progress", "none"
+        capsys, *tiny_train_args(de_corpus, ckpt, "--max-steps", 4)
     )
-    assert status == 1 and "exists; pass --resume" in err
-    status, _, err = cli_call(
-        capsys,
-        "train",
-        "--out",
-        ckpt,
-        "--resume",
-        "--max-steps",
-        6,
-        "--progress",
-        "none",
-    )
-    assert status == 0 and "resuming" in err and load_checkpoint(ckpt).step == 6, err
+    assert status == 0 and load_checkpoint(ckpt).step == 4, err
+    status, _, err = cli_call(capsys, *tiny_train_args(de_corpus, ckpt))
+    assert status == 1 and "pass --resume" in err
+    resume = "--resume --max-steps 6 --progress none".split()
+    status, _, err = cli_call(capsys, "train", "--out", ckpt, *resume)
+    assert status == 0 and load_checkpoint(ckpt).step == 6, err
 
     lines = "I am tired.\n\nWe have a dog.\nYou see the cat?\n"
     out = cli_run("translate", "--checkpoint", ckpt, "--beam", 2, stdin=lines)
     assert out.returncode == 0, out.stderr
-    translations = out.stdout.split("\n")[:-1]
     # One line out per line in, in order; an empty line stays empty. (After 6 updates
     # the model may well answer <eos> at once, so the other lines may be empty too:
     # their content is not checked.)
+    translations = out.stdout.split("\n")[:-1]
     assert len(translations) == 4 and translations[1] == ""
     out = cli_run(
         "translate", "--checkpoint", ckpt, "--tokenized", stdin="I am tired.\n" * 3
     )
-    assert (
-        out.returncode == 0
-        and len(set(out.stdout.split("\n")[:-1])) == 1
-        and out.stdout.count("\n") == 3
-    )
+    assert out.returncode == 0 and len(set(out.stdout.split("\n")[:-1])) == 1
+    assert out.stdout.count("\n") == 3
 
     record = tmp_path / "records" / "de.json"
     out = cli_run("evaluate", "--checkpoint", ckpt, "--record", record)
     assert out.returncode == 0, out.stderr
-    assert (
-        "signature: nrefs:" in out.stdout
-        and "case:lc" in out.stdout
-        and "tok:13a" in out.stdout
-    )
-    # chrF beside BLEU, with its signature
-    assert "chrF = " in out.stdout and "nc:6|nw:0" in out.stdout
     score = float(out.stdout.split("BLEU = ")[1].split()[0])
     # the library's score, in this process
     expected = evaluate_checkpoint(load_checkpoint(ckpt))
-    assert (
-        score == pytest.approx(expected["sacrebleu"], abs=0.005)
-        and f"{expected['sentences']:,} distinct sentences" in out.stdout
-    )
+    assert score == pytest.approx(expected.sacrebleu, abs=0.005)
     # --record: the same scores as JSON, with what they are the scores of and where they
-    # were made
+    # were made; the course's lowercased model is scored lowercased
     saved = json.loads(record.read_text())
-    assert (
-        saved["sacrebleu"] == pytest.approx(score, abs=0.005)
-        and saved["signature"] in out.stdout
-    )
-    assert (
-        saved["training"]["updates"] == 6
-        and saved["data"]["file"] == "deu.txt"
-        and "path" not in saved["data"]
-    )
+    assert saved["sacrebleu"] == pytest.approx(score, abs=0.005)
+    assert saved["signature"] in out.stdout and "case:lc" in saved["signature"]
+    assert saved["chrf"] == pytest.approx(expected.chrf)
+    assert saved["training"]["updates"] == 6 and saved["data"]["file"] == "deu.txt"
+    assert "path" not in saved["data"]
     assert saved["model"]["parameters"] == sum(
         p.numel() for p in load_checkpoint(ckpt).model.parameters()
     )
-    assert (
-        saved["command"].endswith(f"--record {record}")
-        and saved["machine"]["cpu"]
-        and saved["recorded"]
-    )
-    # a folder
+    assert saved["command"].endswith(f"--record {record}")
+    assert saved["machine"]["cpu"] and saved["recorded"]
+    # a folder: a one-line error
     status, out, err = cli_call(
         capsys, "evaluate", "--checkpoint", ckpt, "--record", tmp_path
     )
-    assert status == 1 and "Is a directory" in err and err.count("\n") == 1
+    assert status == 1 and err.count("\n") == 1
 
 
 def test_the_lessons_fit_shows_each_epochs_bar_and_then_its_held_out_loss(
-    de_corpus, capsys
+    corpus, capsys
 ):
-    corpus = ParallelCorpus(de_corpus, min_freq=1)
     settings = TrainSettings(epochs=2, max_tokens=60, tokens_per_update=100, warmup=3)
-    fit(tiny_model(corpus), corpus, settings)
+    held_out = fit(tiny_model(corpus), corpus, settings)["history"]["valid_loss"]
     shown = capsys.readouterr()
-    drawn = last_drawings(shown.err)
-    assert [line.split(":")[0] for line in drawn] == ["epoch 1/2", "epoch 2/2"]
-    assert all("100%" in line and "tok/s" in line for line in drawn)
-    said = shown.out.splitlines()
-    assert [line.split(":")[0] for line in said] == ["epoch 1", "epoch 2"]
-    assert all("valid loss" in line and "perplexity" in line for line in said)
+    # a bar for each epoch, then a line that gives its held-out loss
+    assert len(last_drawings(shown.err)) == len(shown.out.splitlines()) == 2
+    for line, loss in zip(shown.out.splitlines(), held_out):
+        assert any(abs(float(x) - loss) < 1e-3 for x in re.findall(r"\d+\.\d+", line))
     fit(tiny_model(corpus), corpus, settings, quiet=True)
     assert capsys.readouterr() == ("", "")
 
@@ -511,90 +333,42 @@ def test_the_lessons_fit_shows_each_epochs_bar_and_then_its_held_out_loss(
 # never losing work
 
 
-def tiny_train_args(corpus, out, *extra):
-    return ["train", "--data", corpus, *TINY_ARGS, "--out", out, *extra]
-
-
 def test_a_changed_or_moved_corpus_is_named_and_refused(tmp_path, de_corpus, capsys):
     out = tmp_path / "c.pt"
     assert cli_call(capsys, *tiny_train_args(de_corpus, out, "--max-steps", 2))[0] == 0
     changed = tmp_path / "changed.txt"
     changed.write_text(de_corpus.read_text() + "Go!\tLos!\tCC-BY\n")
-    status, _, err = cli_call(
-        capsys,
-        "train",
-        "--out",
-        out,
-        "--resume",
-        "--data",
-        changed,
-        "--max-steps",
-        3,
-        "--progress",
-        "none",
-    )
-    assert status == 1 and "--data-changed-ok" in err and "differs" in err
-    status, _, err = cli_call(
-        capsys,
-        "train",
-        "--out",
-        out,
-        "--resume",
-        "--data",
-        changed,
-        "--data-changed-ok",
-        "--max-steps",
-        3,
-        "--progress",
-        "none",
-    )
-    assert status == 0 and "warning" in err
+    resume = ["train", "--out", out, "--resume", "--data", changed, "--max-steps", 3]
+    status, _, err = cli_call(capsys, *resume)
+    assert status == 1 and "--data-changed-ok" in err
+    assert cli_call(capsys, *resume, "--data-changed-ok")[0] == 0
     # the run goes on with the new file
     assert load_checkpoint(out).payload["data"]["path"] == str(changed)
     changed.rename(tmp_path / "elsewhere.txt")
     status, _, err = cli_call(capsys, "evaluate", "--checkpoint", out)
-    assert status == 1 and "--data" in err and "not there any more" in err
-    assert (
-        cli_call(
-            capsys,
-            "evaluate",
-            "--checkpoint",
-            out,
-            "--data",
-            tmp_path / "elsewhere.txt",
-        )[0]
-        == 0
-    )
+    assert status == 1 and "not there any more" in err
+    evaluate = ["evaluate", "--checkpoint", out, "--data", tmp_path / "elsewhere.txt"]
+    assert cli_call(capsys, *evaluate)[0] == 0
 
 
 def test_a_second_run_on_the_same_checkpoint_is_refused_and_a_dead_runs_lock_taken_over(
     tmp_path, de_corpus
 ):
     out = tmp_path / "l.pt"
-    with trainer.run_lock(out):  # another run holds it
+    with run_lock(out):  # another run holds it
         busy = cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1))
-    assert (
-        busy.returncode == 1
-        and f"pid {os.getpid()}" in busy.stderr
-        and not out.exists()
-    )
+    assert busy.returncode == 1 and not out.exists()
+    assert f"pid {os.getpid()}" in busy.stderr  # the error names the run that holds it
     # left by a run that died: nobody holds it
     (tmp_path / ".l.pt.lock").write_text("999999999\n")
     assert cli_run(*tiny_train_args(de_corpus, out, "--max-steps", 1)).returncode == 0
 
 
-def test_evaluate_checkpoint_scores_the_same_on_a_corpus_built_once(
-    tmp_path, de_corpus
-):
-    path, _ = saved(tmp_path, de_corpus)
-    ckpt = load_checkpoint(path, device="cpu")
+def test_evaluate_checkpoint_scores_the_same_on_a_corpus_built_once(saved, de_corpus):
+    ckpt = load_checkpoint(saved[0], device="cpu")
     built = ParallelCorpus.from_settings(ckpt.payload["data"])
-    assert (
-        evaluate_checkpoint(ckpt, corpus=built)["sacrebleu"]
-        == evaluate_checkpoint(ckpt)["sacrebleu"]
-    )
+    score = evaluate_checkpoint(ckpt).sacrebleu
+    assert evaluate_checkpoint(ckpt, corpus=built).sacrebleu == score
     other = ParallelCorpus(de_corpus, min_freq=1, seed=7)  # another split
-    with pytest.raises(
-        ValueError, match="not built with the checkpoint's data settings"
-    ):
+    with pytest.raises(ValueError):
         evaluate_checkpoint(ckpt, corpus=other)

@@ -17,25 +17,21 @@ EN = [
     "go !",
     "i like big cats .",
 ]
-FR = [
-    "j'ai froid .",
-    "il est ici .",
-    "nous sommes dans la maison .",
-    "va !",
-    "j'aime les gros chats .",
-]
+FR = ["j'ai froid .", "il est ici .", "nous sommes dans la maison .", "va !"]
+FR += ["j'aime les gros chats ."]
+
+
+def model_for(src, tgt, seed=0, n_layers=2, parts=None):
+    """An untrained Transformer of width 16 between two vocabularies."""
+    torch.manual_seed(seed)
+    sizes = dict(d_model=16, n_heads=2, d_ff=32, n_layers=n_layers)
+    return Transformer(TransformerConfig(len(src), len(tgt), **sizes), parts).eval()
 
 
 @pytest.fixture(scope="module")
 def tiny():
     src, tgt = Vocab(EN), Vocab(FR)
-    torch.manual_seed(0)
-    model = Transformer(
-        TransformerConfig(
-            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2
-        )
-    ).eval()
-    return model, src, tgt
+    return model_for(src, tgt), src, tgt
 
 
 def test_explore_translates_and_returns_every_map(tiny):
@@ -43,16 +39,12 @@ def test_explore_translates_and_returns_every_map(tiny):
     exp = explore(model, src, tgt, "We are in the house.")
     # the same max_len
     assert exp.translation == translate(model, ["We are in the house."], src, tgt)[0]
-    assert exp.src_tokens == ["we", "are", "in", "the", "house", ".", "<eos>"]
-    assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (
-        len(exp.tgt_tokens) - 1,
-        len(exp.tgt_tokens),
-    )
+    assert exp.src_tokens == "we are in the house . <eos>".split()
     S, T = len(exp.src_tokens), len(exp.tgt_tokens)
+    assert exp.tgt_tokens[0] == "<bos>" and len(exp.out_tokens) in (T - 1, T)
     assert exp.maps["encoder"].shape == (2, 2, S, S)
-    assert exp.maps["decoder_self"].shape == (2, 2, T, T) and exp.maps[
-        "cross"
-    ].shape == (2, 2, T, S)
+    assert exp.maps["decoder_self"].shape == (2, 2, T, T)
+    assert exp.maps["cross"].shape == (2, 2, T, S)
     assert torch.allclose(exp.maps["cross"].sum(-1), torch.ones(2, 2, T))
     assert exp.notes == [] and exp.hypotheses == []
 
@@ -69,11 +61,7 @@ def test_explore_the_app_and_the_static_views_read_text_as_the_model_does(tiny):
     assert app.exploration.src_tokens == kept.src_tokens
     seen = []
     static_views(
-        model,
-        src,
-        tgt,
-        ["He is here ."],
-        prepare=lambda text: seen.append(text) or text,
+        model, src, tgt, ["He is here ."], prepare=lambda t: seen.append(t) or t
     )
     assert seen == ["He is here ."]  # the views read it as told, too
 
@@ -83,18 +71,16 @@ def test_draw_attention_labels_the_tokens_and_averages_heads(tiny):
     for kind in KINDS:
         fig = draw_attention(exp, kind, layer=2, head=1)
         ax = fig.axes[0]
-        assert [t.get_text() for t in ax.get_xticklabels()] == (
-            exp.src_tokens
-            if kind != "decoder masked self-attention"
-            else exp.tgt_tokens
+        keys = (
+            exp.tgt_tokens
+            if kind == "decoder masked self-attention"
+            else exp.src_tokens
         )
+        assert [t.get_text() for t in ax.get_xticklabels()] == keys
         assert "layer 2, head 1" in ax.get_title()
-    image = (
-        draw_attention(exp, "cross-attention", layer=1).axes[0].images[0].get_array()
-    )
-    assert torch.allclose(
-        torch.as_tensor(image.data), exp.maps["cross"][0].mean(0).float(), atol=1e-6
-    )
+    image = draw_attention(exp, "cross-attention", layer=1).axes[0].images[0]
+    mean = exp.maps["cross"][0].mean(0).float()  # heads averaged
+    assert torch.allclose(torch.as_tensor(image.get_array().data), mean, atol=1e-6)
 
 
 def test_the_app_translates_redraws_and_shows_messages(tiny):
@@ -109,11 +95,8 @@ def test_the_app_translates_redraws_and_shows_messages(tiny):
     app.search.value = "beam search"  # translates again, with hypotheses
     assert "<table>" in app.hypotheses.value
     app.text.value = "?!"
-    assert (
-        "only punctuation" in app.message.value
-        and app.translation.value == ""
-        and app.image.value == b""
-    )
+    assert "only punctuation" in app.message.value  # a one-line message a user reads
+    assert app.translation.value == "" and app.image.value == b""
     app.text.value = "he is here ."
     assert app.message.value == "" and app.image.value[:4] == b"\x89PNG"
 
@@ -121,20 +104,14 @@ def test_the_app_translates_redraws_and_shows_messages(tiny):
 def test_a_shallow_decoder_decodes_at_its_depth_and_the_app_offers_each_its_layers(
     tiny,
 ):
-    _, src, tgt = tiny
-    torch.manual_seed(0)
     from nmt_lib.modern import ModernParts  # chapter 12's decoder depth
 
-    cfg = TransformerConfig(
-        len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=3
-    )
-    model = Transformer(cfg, ModernParts(dec_layers=1)).eval()
+    _, src, tgt = tiny
+    model = model_for(src, tgt, n_layers=3, parts=ModernParts(dec_layers=1))
     assert (len(model.encoder.blocks), len(model.decoder.blocks)) == (3, 1)
-    exp = explore(model, src, tgt, "he is here .")
-    assert (
-        exp.maps["encoder"].shape[0] == 3
-        and exp.maps["cross"].shape[0] == exp.maps["decoder_self"].shape[0] == 1
-    )
+    maps = explore(model, src, tgt, "he is here .").maps
+    assert maps["encoder"].shape[0] == 3
+    assert maps["cross"].shape[0] == maps["decoder_self"].shape[0] == 1
     app = TranslatorApp(model, src, tgt, example="he is here .")
     assert app.layer.options == (1,)
     app.kind.value = "encoder self-attention"
@@ -147,9 +124,8 @@ def test_a_shallow_decoder_decodes_at_its_depth_and_the_app_offers_each_its_laye
 def test_static_views_need_no_javascript(tiny):
     page = static_views(*tiny, ["i am cold .", "go !"])
     assert "<script" not in page
-    assert page.count('type="radio"') == 2 * len(KINDS) and page.count(
-        "data:image/png;base64,"
-    ) == 2 * len(KINDS)
+    n = 2 * len(KINDS)  # a view of each kind for each sentence
+    assert page.count('type="radio"') == page.count("data:image/png;base64,") == n
     assert page.count(" checked") == 2  # one tab open per sentence
 
 
@@ -159,12 +135,7 @@ def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny)
     scores higher."""
     _, src, tgt = tiny
     # an untrained model on which a small beam loses greedy's hypothesis
-    torch.manual_seed(5)
-    model = Transformer(
-        TransformerConfig(
-            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=2
-        )
-    ).eval()
+    model = model_for(src, tgt, seed=5)
     kw = dict(bos_id=tgt.bos_id, eos_id=tgt.eos_id)
     greedy_higher = 0
     for beam_size in (2, 3):
@@ -182,18 +153,11 @@ def test_beam_search_returns_its_best_beam_even_where_greedy_scores_higher(tiny)
                 key=lambda i: nodes[i]["score"],
             )
             assert best == [t for t in trace_path(nodes, winner)[1:] if t != tgt.eos_id]
-            assert (
-                best
-                == beam_search(
-                    model, s, s_len, beam_size=beam_size, max_len=12, **kw
-                ).tokens[0]
-            )
-            greedy = greedy_decode(model, s, s_len, max_len=12, **kw).tokens
-            ended = lambda h: [(h[0], len(h[0]) < 12)]
-            greedy_higher += bool(
-                sequence_scores(model, s, s_len, ended(greedy), **kw)
-                > sequence_scores(model, s, s_len, ended([best]), **kw) + 1e-5
-            )
+            beam = beam_search(model, s, s_len, beam_size=beam_size, max_len=12, **kw)
+            assert best == beam.tokens[0]
+            greedy = greedy_decode(model, s, s_len, max_len=12, **kw).tokens[0]
+            score = lambda h: sequence_scores(model, s, s_len, [(h, len(h) < 12)], **kw)
+            greedy_higher += bool(score(greedy) > score(best) + 1e-5)
     assert greedy_higher, (
         "no sentence where greedy scores higher: the test would not see a fallback"
     )
@@ -203,16 +167,9 @@ def test_explore_takes_any_text_with_a_subword_model():
     from nmt_lib.subword import SubwordVocab
 
     src, tgt = SubwordVocab.learn(EN * 3, 300), SubwordVocab.learn(FR * 3, 300)
-    torch.manual_seed(0)
-    model = Transformer(
-        TransformerConfig(
-            len(src), len(tgt), d_model=16, n_heads=2, d_ff=32, n_layers=1
-        )
-    ).eval()
     # ü never occurred: spelled out as bytes
-    exp = explore(model, src, tgt, "Zürich is cold.")
+    exp = explore(model_for(src, tgt, n_layers=1), src, tgt, "Zürich is cold.")
     assert "<0xC3>" in exp.src_tokens and "<unk>" not in exp.src_tokens
     assert any("<0xC3>" in n for n in exp.notes)
-    assert isinstance(exp.translation, str) and exp.maps["cross"].shape[-1] == len(
-        exp.src_tokens
-    )
+    assert isinstance(exp.translation, str)
+    assert exp.maps["cross"].shape[-1] == len(exp.src_tokens)

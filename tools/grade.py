@@ -58,7 +58,7 @@ def run_submission(
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
     from nmt_lib import decoding, metrics, recipes  # noqa: F401
-    from nmt_lib.checks.assignments import RUNS
+    from nmt_lib.checks.a3 import RUNS
     from nmt_lib.run import checkpoint  # noqa: F401
 
     with Sandbox(
@@ -200,7 +200,7 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
     the student added to the gradebook; returns the students. A folder with no notebook,
     or several, is named and left out."""
     from nbgrader.api import Gradebook
-    from nmt_lib.checks.assignments import RUNS
+    from nmt_lib.checks.a3 import RUNS
 
     students = []
     for folder in sorted(p for p in submissions.iterdir() if p.is_dir()):

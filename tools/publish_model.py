@@ -86,7 +86,7 @@ def card_tables(ckpt, records: list[dict]) -> dict:
         [
             r["split"],
             figure(r["sentences"]),
-            search_name(r),
+            search_name(r["beam"], r["alpha"]),
             f"{r['sacrebleu']:.1f}",
             f"{r['chrf']:.1f}",
             f"`{r['signature']}`",

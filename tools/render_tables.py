@@ -23,64 +23,19 @@ from pathlib import Path
 from nmt_lib.run.inference import search_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {
-    "README.md": (
-        "chapter-table",
-        "tatoeba-results",
-        "tatoeba-limits",
-        "speedrun-best",
-        "modern-switches",
-        "modern-tatoeba",
-    ),
-    "book/teachers.md": (
-        "module-plan",
-        "ten-week-plan",
-        "chapter-times",
-        "solution-times",
-    ),
-    "book/results.md": (
-        "learner-results",
-        "tatoeba-public",
-        "modern-tatoeba",
-        "published-subwords",
-        "published-words",
-        "ablation-subwords",
-        "chapter-figures",
-    ),
-    "book/benchmarks.md": ("benchmark", "gpu-h200"),
-    "book/speedrun.md": (
-        "speedrun",
-        "speedrun-published",
-        "tatoeba-limits",
-        "recipe-tatoeba",
-    ),
-    "book/command-line.md": ("soak",),
-}
-RESULTS = (
-    "08_evaluation",
-    "held-out results",
-)  # the notebook and the name of its results table
-OWN_TABLES = (
-    "published-subwords",
-    "published-words",
-    "ablation-subwords",
-    "recipe-tatoeba",
-    "tatoeba-limits",
-    "modern-tatoeba",
-    "soak",
-    "speedrun",
-    "speedrun-best",
-    "speedrun-published",
-    "gpu-h200",
-)  # records/NAME.json that hold their tables
+# the pages with tables, each between its <!-- NAME:start --> and <!-- NAME:end -->
+PAGES = (
+    "README.md",
+    "book/teachers.md",
+    "book/results.md",
+    "book/benchmarks.md",
+    "book/speedrun.md",
+    "book/command-line.md",
+)
 LEAD = "**In this chapter:**"
 # The ten-week plan's study estimate: prose read at this pace, the cells' run time, each
 # exercise this long.
 WORDS_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 20
-PUBLIC = (
-    "tatoeba-test-greedy",
-    "tatoeba-test-beam4",
-)  # records/NAME.json of the published model
 
 
 def when(stamp: str) -> datetime:
@@ -197,16 +152,10 @@ def headlines(ch: dict, key_only: bool = False) -> str:
     return markdown("; ".join(f"{h['name']}: {figure(h['value'])}" for h in shown))
 
 
-def recorded_table(ch: dict, name: str) -> dict:
-    found = next(
-        (h for h in ch["headlines"] if h.get("name") == name and "rows" in h), None
-    )
-    if found is None:
-        raise SystemExit(
-            f"render_tables: {ch['path'].name} recorded no table {name!r}; execute it"
-            " with run_course"
-        )
-    return found
+def chapter_table(chapters: list[dict], columns: dict, align: str = "lr") -> str:
+    """A row per notebook: `columns` maps each header to its cell for a chapter."""
+    rows = [[cell(ch) for cell in columns.values()] for ch in chapters]
+    return table(list(columns), rows, align)
 
 
 def readme_table(chapters: list[dict]) -> str:
@@ -216,92 +165,31 @@ def readme_table(chapters: list[dict]) -> str:
                 f"render_tables: {ch['path'].name} has no '{LEAD} ...' line under its"
                 " title"
             )
-    rows = [
-        [
-            f"[{ch['title']}](notebooks/{ch['path'].name})",
-            markdown(ch["lead"]),
-            duration(ch["wall"]),
-            headlines(ch, key_only=True),
-        ]
-        for ch in chapters
-    ]
+    columns = {
+        "chapter": lambda ch: f"[{ch['title']}](notebooks/{ch['path'].name})",
+        "what you learn": lambda ch: markdown(ch["lead"]),
+        "time": lambda ch: duration(ch["wall"]),
+        "headline figures": lambda ch: headlines(ch, key_only=True),
+    }
     where = sorted({ran_on(ch) for ch in chapters})
     return (
-        table(["chapter", "what you learn", "time", "headline figures"], rows, "llr")
+        chapter_table(chapters, columns, "llr")
         + f"\n\n*Learner mode, executed {'; '.join(where)}.*"
     )
 
 
-def guide_table(
-    chapters: list[dict], heading: str = "chapter", figures: bool = False
-) -> str:
+def guide_table(chapters: list[dict], heading: str, figures: bool = False) -> str:
     """Each notebook's time to run and where it ran; with `figures`, its title linked
     and its headline figures."""
-    rows = [
-        [
-            f"[{ch['title']}]({ch['path'].name})" if figures else ch["title"],
-            duration(ch["wall"]),
-            *([headlines(ch)] if figures else []),
-            ran_on(ch),
-        ]
-        for ch in chapters
-    ]
-    return table(
-        [
-            heading,
-            "time (learner mode)",
-            *(["headline figures"] if figures else []),
-            "executed on",
-        ],
-        rows,
-        "lr",
-    )
-
-
-def module_plan(chapters: list[dict], plan: dict) -> str:
-    """The teacher's guide's plan: each session's chapters with their time to run; the
-    rest is the plan's."""
-    by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
-    rows, number = [], 0
-    for s in plan["sessions"]:
-        missing = [n for n in s["chapters"] if n not in by_number]
-        if missing:
-            raise SystemExit(
-                f"render_tables: book/module_plan.json names chapters {missing} that"
-                " have no notebook"
-            )
-        number += not s.get("optional")
-        walls = [by_number[n]["wall"] for n in s["chapters"]]
-        rows.append(
-            [
-                s["week"],
-                "optional" if s.get("optional") else number,
-                ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"]),
-                s["outcomes"],
-                duration(sum(walls)) if None not in walls else "not executed",
-                f"{s['study_h']:g} h",
-                s["demo"],
-                s["homework"],
-                s["due"] or "-",
-                s["reading"],
-            ]
-        )
-    return table(
-        [
-            "week",
-            "session",
-            "chapters",
-            "outcomes",
-            "time to run",
-            "planned study",
-            "in class",
-            "homework",
-            "due",
-            "reading",
-        ],
-        rows,
-        "rrllrr",
-    )
+    columns = {
+        heading: lambda ch: (
+            f"[{ch['title']}]({ch['path'].name})" if figures else ch["title"]
+        ),
+        "time (learner mode)": lambda ch: duration(ch["wall"]),
+        **({"headline figures": headlines} if figures else {}),
+        "executed on": ran_on,
+    }
+    return chapter_table(chapters, columns)
 
 
 def chapter_part(path: Path, start: str | None, until: str | None) -> tuple[int, float]:
@@ -345,67 +233,82 @@ def chapter_part(path: Path, start: str | None, until: str | None) -> tuple[int,
     return words, seconds
 
 
-def ten_week_plan(chapters: list[dict], plan: dict) -> str:
-    """The ten-week plan: each session's reading with its prose words, run time and
-    estimated study hours."""
+def plan_table(chapters: list[dict], sessions: list[dict], ten_weeks: bool) -> str:
+    """A plan of the teacher's guide, a row per session: its chapters with their time to
+    run, in the ten-week plan the part read, its prose words and the estimated study
+    hours; the rest is the plan's."""
     by_number = {ch["path"].stem.split("_")[0]: ch for ch in chapters}
-    rows = []
-    for number, s in enumerate(plan["sessions"], 1):
-        words = seconds = 0
-        for n in s["chapters"]:
-            w, t = chapter_part(by_number[n]["path"], s.get("from"), s.get("until"))
-            words, seconds = words + w, seconds + t
+    rows, number = [], 0
+    for s in sessions:
+        missing = [n for n in s["chapters"] if n not in by_number]
+        if missing:
+            raise SystemExit(
+                f"render_tables: book/module_plan.json names chapters {missing} that"
+                " have no notebook"
+            )
+        number += not s.get("optional")
         names = ", ".join(by_number[n]["title"].split(". ")[0] for n in s["chapters"])
-        part = "".join(
-            f', {side} "{s[side]}"' for side in ("from", "until") if s.get(side)
-        )
-        reading = names + part if s["chapters"] else "-"
-        minutes = (
-            words / WORDS_PER_MINUTE
-            + seconds / 60
-            + MINUTES_PER_EXERCISE * s["exercises"]
-        )
-        rows.append(
-            [
-                s["week"],
-                number,
-                reading,
-                s["outcomes"],
-                f"{words:,}" if words else "-",
-                duration(seconds) if seconds else "-",
-                s["demo"],
-                s["homework"],
-                s["due"] or "-",
-                (
-                    f"{minutes / 60:.1f} h"
-                    if minutes
-                    else "assignment"
-                    if s.get("assignment")
-                    else "-"
-                ),
+        if ten_weeks:
+            parts = [
+                chapter_part(by_number[n]["path"], s.get("from"), s.get("until"))
+                for n in s["chapters"]
             ]
+            words, seconds = sum(w for w, _ in parts), sum(t for _, t in parts)
+            part = "".join(
+                f', {side} "{s[side]}"' for side in ("from", "until") if s.get(side)
+            )
+            minutes = (
+                words / WORDS_PER_MINUTE
+                + seconds / 60
+                + MINUTES_PER_EXERCISE * s["exercises"]
+            )
+            first = {"reading": names + part if s["chapters"] else "-"}
+            middle = {
+                "prose words": f"{words:,}" if words else "-",
+                "time to run": duration(seconds) if seconds else "-",
+            }
+            last = {
+                "estimated study": f"{minutes / 60:.1f} h"
+                if minutes
+                else "assignment"
+                if s.get("assignment")
+                else "-"
+            }
+        else:
+            walls = [by_number[n]["wall"] for n in s["chapters"]]
+            first, last = {"chapters": names}, {"reading": s["reading"]}
+            middle = {
+                "time to run": (
+                    duration(sum(walls)) if None not in walls else "not executed"
+                ),
+                "planned study": f"{s['study_h']:g} h",
+            }
+        rows.append(
+            {
+                "week": s["week"],
+                "session": "optional" if s.get("optional") else number,
+                **first,
+                "outcomes": s["outcomes"],
+                **middle,
+                "in class": s["demo"],
+                "homework": s["homework"],
+                "due": s["due"] or "-",
+                **last,
+            }
         )
-    return table(
-        [
-            "week",
-            "session",
-            "reading",
-            "outcomes",
-            "prose words",
-            "time to run",
-            "in class",
-            "homework",
-            "due",
-            "estimated study",
-        ],
-        rows,
-        "rrllrr",
-    )
+    return table(list(rows[0]), [list(r.values()) for r in rows], "rrllrr")
 
 
 def notebook_table(ch: dict, name: str) -> str:
     """A table a chapter recorded (`record_table`): a row per model."""
-    t = recorded_table(ch, name)
+    t = next(
+        (h for h in ch["headlines"] if h.get("name") == name and "rows" in h), None
+    )
+    if t is None:
+        raise SystemExit(
+            f"render_tables: {ch['path'].name} recorded no table {name!r}; execute it"
+            " with run_course"
+        )
     rows = [[label, *map(figure, values)] for label, *values in t["rows"]]
     return (
         table(["model", *t["columns"]], rows, "l" + "r" * len(t["columns"]))
@@ -440,9 +343,10 @@ def public_results(ours: list[dict], others: dict, card: str | None = None) -> s
     """
     rows = []
     for rec in ours:
+        search = search_name(rec["beam"], rec["alpha"])
         rows.append(
             [
-                f"**{f'[ours]({card})' if card else 'ours'}, {search_name(rec)}**",
+                f"**{f'[ours]({card})' if card else 'ours'}, {search}**",
                 f"{rec['model']['parameters']:,}",
                 "Tatoeba's own English–French pairs, the test's sentences left out",
                 f"**{score(rec['sacrebleu'])}**",
@@ -524,33 +428,37 @@ def render(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     ]
     by_stem = lambda stem: next(c for c in chapters if c["path"].stem == stem)
     rec = lambda name: record(root, f"records/{name}.json")
-    ours, others = lambda: [rec(n) for n in PUBLIC], lambda: rec("tatoeba-others")
+    ours = lambda: [rec("tatoeba-test-greedy"), rec("tatoeba-test-beam4")]
     plan = lambda: json.loads(
         (root / "book" / "module_plan.json").read_text(encoding="utf-8")
     )
     tables = {
         "chapter-table": lambda: readme_table(chapters),
-        "chapter-times": lambda: guide_table(chapters),
-        "module-plan": lambda: module_plan(chapters, plan()),
-        "ten-week-plan": lambda: ten_week_plan(chapters, plan()["ten_weeks"]),
+        "chapter-times": lambda: guide_table(chapters, "chapter"),
+        "module-plan": lambda: plan_table(chapters, plan()["sessions"], False),
+        "ten-week-plan": lambda: plan_table(
+            chapters, plan()["ten_weeks"]["sessions"], True
+        ),
         "solution-times": lambda: guide_table(solutions, "solutions notebook"),
-        "learner-results": lambda: notebook_table(by_stem(RESULTS[0]), RESULTS[1]),
-        "chapter-figures": lambda: guide_table(chapters, figures=True),
+        "learner-results": lambda: notebook_table(
+            by_stem("08_evaluation"), "held-out results"
+        ),
+        "chapter-figures": lambda: guide_table(chapters, "chapter", figures=True),
         "benchmark": lambda: record_tables(record(root, "bench/results/latest.json")),
         "tatoeba-results": lambda: public_results(
-            ours(), others(), card="models/tatoeba-en-fr/README.md"
+            ours(), rec("tatoeba-others"), card="models/tatoeba-en-fr/README.md"
         ),
-        "tatoeba-public": lambda: public_results(ours(), others()),
+        "tatoeba-public": lambda: public_results(ours(), rec("tatoeba-others")),
         "modern-switches": lambda: notebook_table(
             by_stem("12_modern"), "modern-switches"
         ),
-        **{name: lambda n=name: record_tables(rec(n)) for name in OWN_TABLES},
-    }
+    }  # the other markers: the tables of records/MARKER.json
     out = {}
-    for name, markers in TABLES.items():
+    for name in PAGES:
         text = new = (root / name).read_text(encoding="utf-8")
-        for marker in markers:
-            new = rendered(new, marker, tables[marker](), name)
+        for marker in re.findall(r"^<!-- ([\w-]+):start -->$", text, re.M):
+            content = tables.get(marker, lambda: record_tables(rec(marker)))()
+            new = rendered(new, marker, content, name)
         out[name] = (text, new)
     return out
 

@@ -6,9 +6,11 @@ and the chapters call `quick`, `save_figure` and `headline`, which change nothin
 plain JupyterLab session.
 """
 
+import argparse
 import dataclasses
 import importlib
 import json
+import math
 import os
 from dataclasses import field
 from pathlib import Path
@@ -120,9 +122,42 @@ def setting(default, help: str, **command_line):
     later chapters.
 
     The command line (chapter 9) makes one option of each such field: `flag` renames the
-    option, `choices` restricts its values.
+    option, `choices` restricts its values (which `check_choices` checks); a number's
+    option reads it with `number`.
     """
     return field(default=default, metadata={"help": help, **command_line})
+
+
+def check_choices(settings):
+    """`ValueError` for the first field of `settings` whose value is not among its
+    `choices` (None is always allowed where it is the default)."""
+    for f in dataclasses.fields(settings):
+        value, choices = getattr(settings, f.name), f.metadata.get("choices")
+        if choices and value not in choices and (value, f.default) != (None, None):
+            raise ValueError(
+                f"{f.name} must be one of {', '.join(choices)}, got {value!r}"
+            )
+
+
+def number(kind, optional: bool = False, minimum=None):
+    """An argparse type: a finite `kind` (int or float), at least `minimum` if given;
+    'none' when `optional`."""
+
+    def parse(text):
+        if optional and text.lower() == "none":
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            expected = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+        return value
+
+    return parse
 
 
 def optional_import(name: str, skipping: str):

@@ -8,17 +8,13 @@ of an assignment's (its grader marks them). Tooling, not a lesson: the chapters 
 these.
 """
 
-from nmt_lib.checks.assignments import (
-    check_ablation,
-    check_alibi_bias,
-    check_beats_reference,
-    check_local_attention,
+from nmt_lib.checks.a1 import check_alibi_bias, check_local_attention, check_window_mask
+from nmt_lib.checks.a2 import (
     check_n_best,
     check_penalised_greedy,
     check_repetition_penalty,
-    check_runs,
-    check_window_mask,
 )
+from nmt_lib.checks.a3 import check_ablation, check_beats_reference, check_runs
 from nmt_lib.checks.concepts import answers_well_formed, score_concepts
 from nmt_lib.checks.core import (
     CheckFailed,

@@ -118,8 +118,8 @@ def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
 
 
 class Checkpoint:
-    """A loaded checkpoint: `model` (eval mode), `src_vocab`, `tgt_vocab`, and the raw
-    `payload`."""
+    """A loaded model: `model` (eval mode), `src_vocab`, `tgt_vocab`, and `payload`,
+    what its file holds (a checkpoint's payload, or a published model's settings)."""
 
     def __init__(self, model, src_vocab, tgt_vocab, payload):
         self.model, self.src_vocab, self.tgt_vocab, self.payload = (
@@ -208,14 +208,8 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
             f"{path} is not a course checkpoint: format {found!r}, "
             f"expected {CHECKPOINT_FORMAT!r}"
         )
-    try:
-        parts = ModernParts(**payload["parts"]) if payload.get("parts") else None
-        cfg = TransformerConfig(**payload["config"])
-        preparer(payload["data"])
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"{path} is damaged ({first_line(e)})") from None
+    model = model_from(payload, path)
     src_vocab, tgt_vocab = load_vocabularies(payload, path)
-    model = Transformer(cfg, parts)
     try:
         model.load_state_dict(payload["state_dict"])
     except (RuntimeError, TypeError, AttributeError) as e:
@@ -224,3 +218,15 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
             f"({first_line(e)})"
         ) from None
     return Checkpoint(model.to(device).eval(), src_vocab, tgt_vocab, payload)
+
+
+def model_from(settings: dict, path) -> Transformer:
+    """The untrained Transformer that `settings` (a checkpoint's payload, or a published
+    model's settings) describe: its config and parts; `CheckpointError` if unusable."""
+    try:
+        parts = ModernParts(**settings["parts"]) if settings.get("parts") else None
+        cfg = TransformerConfig(**settings["config"])
+        preparer(settings["data"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path} is damaged ({first_line(e)})") from None
+    return Transformer(cfg, parts)

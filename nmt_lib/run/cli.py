@@ -12,8 +12,8 @@ import time
 import warnings
 from functools import partial
 
+from nmt_lib.base.course import number
 from nmt_lib.base.device import default_device, parse_device, use_threads
-from nmt_lib.loop import TrainingDiverged
 from nmt_lib.modern import ModernParts
 from nmt_lib.run import average
 from nmt_lib.run.checkpoint import CheckpointError
@@ -23,20 +23,21 @@ from nmt_lib.run.inference import (
     evaluate_checkpoint,
     evaluate_public,
     int8,
-    report,
     translate_lines,
 )
 from nmt_lib.run.published import load_model
 from nmt_lib.run.records import evaluation_record, write_record
-from nmt_lib.run.settings import FAST, PROGRESS, RunSettings, add_settings, number
 from nmt_lib.run.testsets import TEST_SETS
 from nmt_lib.transformer import TransformerConfig
 
 
-def build_parser(run_settings=RunSettings, train_prog=None) -> argparse.ArgumentParser:
+def build_parser(
+    run_settings=None, train_prog=None, *, train_options: bool = True
+) -> argparse.ArgumentParser:
     """The tools' options; `train` takes those of `run_settings` (`RunSettings`, or a
     subclass with settings of its own), and `train_prog` names it in usage and errors
-    (a trainer of its own: `python -m speedrun.train`)."""
+    (a trainer of its own: `python -m speedrun.train`). Without `train_options`, `train`
+    is listed but takes none (`add_train_options`)."""
     parser = argparse.ArgumentParser(
         prog=train_prog or "python -m nmt_lib",
         description="Train, use and evaluate the course's Transformer translator.",
@@ -53,37 +54,8 @@ def build_parser(run_settings=RunSettings, train_prog=None) -> argparse.Argument
             "Train on the train split of a TSV corpus (source<TAB>target per line)."
         ),
     )
-    t.add_argument("--out", required=True, help="checkpoint file to write")
-    t.add_argument(
-        "--resume",
-        action="store_true",
-        help=(
-            "continue the run saved in "
-            "--out with its model, data and training settings; only --epochs, "
-            "--max-steps, --time-limit, --checkpoint-every, --keep-last, "
-            "--precision, --threads, --device and --progress may differ, and "
-            "--data may say where the corpus is now"
-        ),
-    )
-    t.add_argument(
-        "--data-changed-ok",
-        action="store_true",
-        help=(
-            "resume even if the "
-            "corpus file differs from the one the run started on (its held-out "
-            "split may then hold training sentences)"
-        ),
-    )
-    t.add_argument(
-        "--progress",
-        choices=PROGRESS,
-        default="auto",
-        help="auto: a bar in a terminal, a line every 30 s in a log file (auto)",
-    )
-    add_settings(t, CorpusSettings)
-    add_settings(t, TransformerConfig, FAST)
-    add_settings(t, ModernParts)
-    add_settings(t, run_settings, FAST)
+    if train_options:
+        add_train_options(t, run_settings)
 
     tr = sub.add_parser(
         "translate",
@@ -202,10 +174,49 @@ def build_parser(run_settings=RunSettings, train_prog=None) -> argparse.Argument
     return parser
 
 
-def train_command(args, parser, hooks_class=None) -> int:
-    from nmt_lib.run import trainer  # the trainer, for train alone
+def add_train_options(t, run_settings=None):
+    """`train`'s options, with the settings of `run_settings` (default `RunSettings`):
+    imported here, since chapter 9's settings bring its training loop (and pandas),
+    which `translate` and `evaluate` start faster without."""
+    from nmt_lib.run.settings import FAST, PROGRESS, RunSettings, add_settings
 
-    return trainer.train_command(args, parser, hooks_class or trainer.RunHooks)
+    t.add_argument("--out", required=True, help="checkpoint file to write")
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help=(
+            "continue the run saved in "
+            "--out with its model, data and training settings; only --epochs, "
+            "--max-steps, --time-limit, --checkpoint-every, --keep-last, "
+            "--precision, --threads, --device and --progress may differ, and "
+            "--data may say where the corpus is now"
+        ),
+    )
+    t.add_argument(
+        "--data-changed-ok",
+        action="store_true",
+        help=(
+            "resume even if the "
+            "corpus file differs from the one the run started on (its held-out "
+            "split may then hold training sentences)"
+        ),
+    )
+    t.add_argument(
+        "--progress",
+        choices=PROGRESS,
+        default="auto",
+        help="auto: a bar in a terminal, a line every 30 s in a log file (auto)",
+    )
+    add_settings(t, CorpusSettings)
+    add_settings(t, TransformerConfig, FAST)
+    add_settings(t, ModernParts)
+    add_settings(t, run_settings or RunSettings, FAST)
+
+
+def train_command(args, parser, run_class=None) -> int:
+    from nmt_lib.run import train_command, trainer  # for train alone
+
+    return train_command.train_command(args, parser, run_class or trainer.Run)
 
 
 def stdin_batches(size: int):
@@ -268,7 +279,7 @@ def evaluate_command(args, parser) -> int:
             data_changed_ok=args.data_changed_ok,
             **search,
         )
-    print("".join(line + "\n" for line in report(r)), end="", flush=True)
+    print("".join(line + "\n" for line in r.report()), end="", flush=True)
     if args.record:
         command = " ".join(["python -m nmt_lib", *map(shlex.quote, args.argv)])
         seconds = time.perf_counter() - started
@@ -277,26 +288,33 @@ def evaluate_command(args, parser) -> int:
     return 0
 
 
-def main(argv=None, hooks_class=None) -> int:
-    """Entry point of `python -m nmt_lib`; returns the exit status. `hooks_class`, a
-    subclass of the trainer's `RunHooks`, trains with hooks and settings of its own."""
-    run_settings = getattr(hooks_class, "settings_class", RunSettings)
-    train_prog = getattr(hooks_class, "command", None)
-    parser = build_parser(run_settings, train_prog)
+def main(argv=None, run_class=None) -> int:
+    """Entry point of `python -m nmt_lib`; returns the exit status. `run_class`, a
+    subclass of the trainer's `Run`, trains with what it adds and its own settings."""
+    run_settings = getattr(run_class, "settings_class", None)
+    train_prog = getattr(run_class, "command", None)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the command comes first; only train needs its options
+    parser = build_parser(run_settings, train_prog, train_options=argv[:1] == ["train"])
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.argv = argv
     if getattr(args, "length_penalty", 1.0) != 1.0 and args.beam == 1:
         parser.error(
             "--length-penalty ranks the hypotheses of beam search: give "
             "--beam K (2 or more) too"
         )
     command = {
-        "train": partial(train_command, hooks_class=hooks_class),
+        "train": partial(train_command, run_class=run_class),
         "translate": translate_command,
         "evaluate": evaluate_command,
         "average": average.average_command,
     }
     name = train_prog or f"{parser.prog} {args.command}"
+    errors = (CheckpointError, OSError, ValueError)  # each said in one line
+    if args.command == "train":  # which alone can diverge
+        from nmt_lib.loop import TrainingDiverged
+
+        errors += (TrainingDiverged,)
     try:
         device = getattr(args, "device", None)
         args.device = (
@@ -315,7 +333,7 @@ def main(argv=None, hooks_class=None) -> int:
         except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
             sys.stdout = None  # and nothing to flush at exit
             return 0
-        except (CheckpointError, OSError, ValueError, TrainingDiverged) as e:
+        except errors as e:
             sys.stderr.write(f"{name}: error: {e}\n")
             return 1
         except KeyboardInterrupt:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 
 from nmt_lib.data import NMTData, build_vocabs
-from nmt_lib.base.course import setting
+from nmt_lib.base.course import check_choices, setting
 from nmt_lib.base.download import file_sha1, fra_eng_path
 from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
-from nmt_lib.run.settings import check_choices
 from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import Vocab, plain_spaces, preprocess, read_pairs, split_pairs
 

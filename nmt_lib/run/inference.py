@@ -3,6 +3,7 @@ held-out split with sacreBLEU. The command line's `translate` and `evaluate` cal
 functions."""
 
 import warnings
+from dataclasses import dataclass
 from functools import partial
 
 from nmt_lib.run.corpus import (
@@ -150,6 +151,92 @@ def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
     return [" ".join(tokens) for tokens in replaced]
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What `evaluate_checkpoint` (a held-out split) and `evaluate_public` (a public
+    test set) measure, and `evaluate` prints (`report`) and records."""
+
+    split: str
+    sentences: int
+    references: int
+    beam: int
+    alpha: float | None  # the length penalty of beam search; None for greedy
+    sacrebleu: float
+    signature: str
+    score_line: str  # sacreBLEU's own: the score, its n-gram precisions and BP
+    chrf: float
+    chrf_signature: str
+    unknown: int  # <unk> in the output
+    copied: bool  # each replaced by a source word (copy through attention)
+    sacrebleu_with_unknowns: float  # the score before they were replaced
+    token_bleu: float | None = None  # the course's, on its tokens (a held-out split)
+    hypotheses: list[str] | None = None  # a public test's, line by line
+    reference_lines: list[str] | None = None
+
+    def report(self) -> list[str]:
+        """What `evaluate` prints, a line each."""
+        search = search_name(self.beam, self.alpha)
+        what = (
+            f"{self.split}: {self.sentences:,} sentences, one reference each, {search}"
+            if self.token_bleu is None
+            else (
+                f"{self.split} split: {self.sentences:,} distinct sentences,"
+                f" {self.references:,} references, {search}"
+            )
+        )
+        unknown = (
+            f"{self.unknown:,} <unk> in the output, each replaced by the source word"
+            " that the last layer's cross-attention weighs most (copy through"
+            " attention, chapter 8b); left in, they score"
+            f" {self.sacrebleu_with_unknowns:.2f}"
+            if self.copied
+            else f"{self.unknown:,} <unk> in the output"
+        )
+        lines = [
+            what,
+            unknown,
+            self.score_line,
+            f"signature: {self.signature}",
+            f"chrF = {self.chrf:.2f} (signature: {self.chrf_signature})",
+        ]
+        if self.token_bleu is not None:
+            lines.append(
+                "course token BLEU (tokenize='none' on the course's tokens):"
+                f" {self.token_bleu:.1f}"
+            )
+        return lines
+
+
+def scored(
+    hyps, streams, *, lowercase: bool, beam: int, alpha: float, before=None, **what
+):
+    """An `Evaluation` of `hyps` against `streams` (sacreBLEU's: one list per
+    reference) with sacreBLEU's BLEU (13a) and chrF; `before`, the hypotheses before
+    their `<unk>` were copied, if they were; `what`, the rest of its fields."""
+    import sacrebleu  # the standard BLEU; installed with the course
+
+    bleu, chrf = (
+        sacrebleu.BLEU(lowercase=lowercase),
+        sacrebleu.CHRF(lowercase=lowercase),
+    )
+    score = bleu.corpus_score(hyps, streams)
+    return Evaluation(
+        sentences=len(hyps),
+        beam=beam,
+        alpha=alpha if beam > 1 else None,
+        sacrebleu=score.score,
+        signature=str(bleu.get_signature()),
+        score_line=str(score),
+        chrf=chrf.corpus_score(hyps, streams).score,
+        chrf_signature=str(chrf.get_signature()),
+        copied=before is not None,
+        sacrebleu_with_unknowns=(
+            score.score if before is None else bleu.corpus_score(before, streams).score
+        ),
+        **what,
+    )
+
+
 def evaluate_checkpoint(
     ckpt,
     *,
@@ -161,14 +248,12 @@ def evaluate_checkpoint(
     batch_size: int = 64,
     data_changed_ok: bool = False,
     corpus=None,
-) -> dict:
+) -> Evaluation:
     """sacreBLEU (13a; lowercase unless the model keeps case) of detokenised output on a
     held-out split, and the course's token BLEU. `corpus`, the run's `ParallelCorpus` if
     already built (it must hold the same data settings), saves building it again when
     several checkpoints of one run are scored.
     """
-    import sacrebleu  # the standard BLEU; installed with the course
-
     if corpus is None:
         corpus = ParallelCorpus.from_settings(
             ckpt.payload["data"],
@@ -216,34 +301,21 @@ def evaluate_checkpoint(
     streams = [
         [r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))
     ]
-    metric = sacrebleu.BLEU(lowercase=not raw)
     unknown = count_unknowns(result.hypotheses)
     copied = unknown > 0 and ckpt.tgt_vocab.writes_unknowns
     hyps = [join(h) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
-    score = metric.corpus_score(hyps, streams)
-    with_unknowns = (
-        metric.corpus_score([join(h) for h in result.hypotheses], streams).score
-        if copied
-        else score.score
-    )  # nothing was replaced: the same text
-    chrf = sacrebleu.CHRF(lowercase=not raw)
-    return {
-        "sacrebleu": score.score,
-        "signature": str(metric.get_signature()),
-        "token_bleu": result.bleu,
-        "chrf": chrf.corpus_score(hyps, streams).score,
-        "chrf_signature": str(chrf.get_signature()),
-        "sentences": len(hyps),
-        "references": sum(map(len, refs)),
-        "split": split,
-        "beam": beam,
-        "alpha": alpha if beam > 1 else None,
-        "score_line": str(score),
-        "examples": list(zip(result.sources[:5], hyps[:5])),
-        "unknown": unknown,
-        "copied": copied,
-        "sacrebleu_with_unknowns": with_unknowns,
-    }
+    return scored(
+        hyps,
+        streams,
+        lowercase=not raw,
+        before=[join(h) for h in result.hypotheses] if copied else None,
+        split=split,
+        references=sum(map(len, refs)),
+        beam=beam,
+        alpha=alpha,
+        unknown=unknown,
+        token_bleu=result.bleu,
+    )
 
 
 def evaluate_public(
@@ -255,13 +327,11 @@ def evaluate_public(
     limit: int | None = None,
     batch_size: int = 64,
     overlap_ok: bool = False,
-) -> dict:
+) -> Evaluation:
     """sacreBLEU and chrF with sacreBLEU's defaults (case-sensitive, 13a, one reference
     per line) on the public Tatoeba test set, every line translated as `translate`
     would: scores others publish on it.
     """
-    import sacrebleu
-
     if ckpt.payload["data"].get("exclude") != test and not overlap_ok:
         raise ValueError(
             f"this model was trained without --exclude {test}, so it may have seen test"
@@ -278,29 +348,19 @@ def evaluate_public(
     hyps = translate_lines(
         ckpt, [s for s, _ in pairs], beam=beam, alpha=alpha, batch_size=batch_size
     )
-    refs = [[t for _, t in pairs]]
-    metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
-    score = metric.corpus_score(hyps, refs)
-    unknown = count_unknowns(hyps)
-    return {
-        "sacrebleu": score.score,
-        "signature": str(metric.get_signature()),
-        "token_bleu": None,
-        "chrf": chrf.corpus_score(hyps, refs).score,
-        "chrf_signature": str(chrf.get_signature()),
-        "sentences": len(pairs),
-        "references": len(pairs),
-        "split": "tatoeba-test-v2021-08-07",
-        "beam": beam,
-        "alpha": alpha if beam > 1 else None,
-        "score_line": str(score),
-        "examples": list(zip([s for s, _ in pairs[:5]], hyps[:5])),
-        "unknown": unknown,
-        "copied": False,
-        "sacrebleu_with_unknowns": score.score,
-        "hypotheses": hyps,
-        "reference_lines": refs[0],
-    }
+    refs = [t for _, t in pairs]
+    return scored(
+        hyps,
+        [refs],
+        lowercase=False,
+        split="tatoeba-test-v2021-08-07",
+        references=len(refs),
+        beam=beam,
+        alpha=alpha,
+        unknown=count_unknowns(hyps),
+        hypotheses=hyps,
+        reference_lines=refs,
+    )
 
 
 def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
@@ -319,46 +379,12 @@ def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
     ]
 
 
-def search_name(r: dict) -> str:
+def search_name(beam: int, alpha: float | None = None) -> str:
     """How a result (or its record) names its search: greedy, or the beam with its
     length penalty unless 1."""
     return (
         "greedy"
-        if r["beam"] == 1
-        else f"beam {r['beam']}"
-        + (f", length penalty {r['alpha']:g}" if r.get("alpha", 1.0) != 1.0 else "")
+        if beam == 1
+        else f"beam {beam}"
+        + (f", length penalty {alpha:g}" if alpha not in (None, 1.0) else "")
     )
-
-
-def report(r: dict) -> list[str]:
-    """What `evaluate` prints of `evaluate_checkpoint`'s or `evaluate_public`'s result,
-    a line each."""
-    search = search_name(r)
-    what = (
-        f"{r['split']}: {r['sentences']:,} sentences, one reference each, {search}"
-        if r["token_bleu"] is None
-        else (
-            f"{r['split']} split: {r['sentences']:,} distinct sentences,"
-            f" {r['references']:,} references, {search}"
-        )
-    )
-    unknown = (
-        f"{r['unknown']:,} <unk> in the output, each replaced by the source word that"
-        " the last layer's cross-attention weighs most (copy through attention,"
-        f" chapter 8b); left in, they score {r['sacrebleu_with_unknowns']:.2f}"
-        if r["copied"]
-        else f"{r['unknown']:,} <unk> in the output"
-    )
-    lines = [
-        what,
-        unknown,
-        r["score_line"],
-        f"signature: {r['signature']}",
-        f"chrF = {r['chrf']:.2f} (signature: {r['chrf_signature']})",
-    ]
-    if r["token_bleu"] is not None:
-        lines.append(
-            "course token BLEU (tokenize='none' on the course's tokens):"
-            f" {r['token_bleu']:.1f}"
-        )
-    return lines

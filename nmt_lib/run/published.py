@@ -1,8 +1,8 @@
 """A trained model as the course ships it: one folder under `models/` with the weights
-in safetensors (half precision by default), the settings, vocabularies and tokenizer as
-JSON and SentencePiece files, and a model card. Nothing in it is a pickle, so loading it
-runs no code; it goes through the same checks as a checkpoint
-(`checkpoint.checkpoint_from`).
+in safetensors (half precision by default), the settings and vocabularies as JSON, the
+SentencePiece model as a file of its own, and a model card. Nothing in it is a pickle,
+so loading it runs no code; its settings go through a checkpoint's checks
+(`checkpoint.model_from`, `checkpoint.load_vocabularies`).
 
     # once, when a model is published
     export_model("runs/best.pt", "models/NAME", card=text)
@@ -12,20 +12,22 @@ runs no code; it goes through the same checks as a checkpoint
     python -m nmt_lib translate --model published
 """
 
-import base64
+import copy
 import json
 from pathlib import Path
 
 import torch
 
-from nmt_lib.run.checkpoint import (
-    CHECKPOINT_FORMAT,
-    CheckpointError,
-    Checkpoint,
-    checkpoint_from,
-    load_checkpoint,
-)
 from nmt_lib.base.device import default_device
+from nmt_lib.run.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    first_line,
+    load_checkpoint,
+    load_vocabularies,
+    model_from,
+    tokenizer_state,
+)
 
 PUBLISHED = "tatoeba-en-fr"  # the folder of the shipped model
 # the repository's models/ folder
@@ -42,7 +44,7 @@ HOW_TO_GET = (
     f" models/{PUBLISHED}), or copy the repository's models/{PUBLISHED} folder to"
     " {folder}"
 )
-FORMAT = "nmt-course-published/1"
+FORMAT = "nmt-course-published/2"  # 2: the SentencePiece model in a file of its own
 KEPT = (
     "config",
     "parts",
@@ -56,10 +58,10 @@ def export_model(
     checkpoint, folder, *, card: str, dtype: torch.dtype = torch.float16
 ) -> Path:
     """Write the checkpoint's model into `folder`: `model.safetensors` (weights in
-    `dtype`), `settings.json` (config, vocabularies, data settings, tokenizer) and
-    `README.md` (the model card, `card`). The training state (optimizer, progress) stays
-    behind."""
-    from safetensors.torch import save_file
+    `dtype`), `settings.json` (config, vocabularies, data settings, tokenizer), the
+    SentencePiece model if it has one (`save_tokenizer`) and `README.md` (the model
+    card, `card`). The training state (optimizer, progress) stays behind."""
+    from safetensors.torch import save_model
 
     ckpt = (
         checkpoint
@@ -68,53 +70,58 @@ def export_model(
     )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    # Tied embeddings are one tensor under three names: stored once, the other names
-    # listed under "tied".
-    weights, tied, first = {}, {}, {}
-    for name, t in ckpt.model.state_dict().items():
-        if t.data_ptr() in first:
-            tied[name] = first[t.data_ptr()]
-        else:
-            first[t.data_ptr()] = name
-            weights[name] = t.detach().to("cpu", dtype).clone()
-    overflow = [name for name, t in weights.items() if not torch.isfinite(t).all()]
+    model = copy.deepcopy(ckpt.model).to("cpu", dtype)  # the caller's stays as it is
+    overflow = [
+        name
+        for name, t in model.state_dict().items()
+        if t.is_floating_point() and not torch.isfinite(t).all()
+    ]
     if overflow:
         raise ValueError(
             f"{', '.join(overflow[:2])} holds values too large for"
             f" {str(dtype).replace('torch.', '')}: export in float32"
             " (dtype=torch.float32)"
         )
-    save_file(weights, folder / "model.safetensors", metadata={"format": FORMAT})
-    payload = {k: ckpt.payload[k] for k in KEPT if k in ckpt.payload}
-    payload["tied"] = tied
+    # Tied embeddings are one tensor under three names: save_model stores it once.
+    save_model(model, folder / "model.safetensors", metadata={"format": FORMAT})
+    settings = {k: ckpt.payload[k] for k in KEPT if k in ckpt.payload}
+    # this machine's path
+    settings["data"] = {k: v for k, v in settings["data"].items() if k != "path"}
     progress = ckpt.payload.get("progress") or {}
-    payload["training"] = {
+    settings["training"] = {
         "updates": progress.get("step"),
         "seconds": progress.get("seconds"),
         "sessions": progress.get("sessions"),
         "averaged": ckpt.payload.get("averaged"),
     }
-    # this machine's path
-    payload["data"] = {k: v for k, v in payload["data"].items() if k != "path"}
-    tokenizer = dict(ckpt.payload.get("tokenizer") or {"kind": "word"})
-    payload["tokenizer"] = {
-        k: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
-        for k, v in tokenizer.items()
-    }
+    settings["tokenizer"] = save_tokenizer(ckpt.src_vocab, ckpt.tgt_vocab, folder)
     (folder / "settings.json").write_text(
-        json.dumps({"format": FORMAT, **payload}, ensure_ascii=False) + "\n",
+        json.dumps({"format": FORMAT, **settings}, ensure_ascii=False) + "\n",
         encoding="utf-8",
     )
     (folder / "README.md").write_text(card, encoding="utf-8")
     return folder
 
 
+def save_tokenizer(src_vocab, tgt_vocab, folder: Path) -> dict:
+    """The tokenizers' state (`checkpoint.tokenizer_state`) as `settings.json` keeps it:
+    each model in it (SentencePiece's) written to `folder`, as `tokenizer.model` when
+    both sides share it, else `src.model` and `tgt.model`, and named under `files`."""
+    state, files = tokenizer_state(src_vocab, tgt_vocab), {}
+    for key, value in state.items():
+        if isinstance(value, bytes):
+            side, _, what = key.partition("_")
+            files[key] = f"{'tokenizer' if state['shared'] else side}.{what}"
+            (folder / files[key]).write_bytes(value)
+    return {k: v for k, v in state.items() if k not in files} | {"files": files}
+
+
 def load_published(folder=None, device=None) -> Checkpoint:
     """The model in `folder` (default: the course's published model,
     `models/tatoeba-en-fr`) on `device`, as a `Checkpoint` that `translate_lines` and
-    `evaluate_public` take."""
+    `evaluate_public` take; its `payload` is the folder's settings."""
     from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from safetensors.torch import load_model
 
     folder = Path(folder) if folder is not None else MODELS / PUBLISHED
     device = default_device() if device is None else device
@@ -132,34 +139,39 @@ def load_published(folder=None, device=None) -> Checkpoint:
         )
     try:
         settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
-        weights = load_file(folder / "model.safetensors", device="cpu")
-    except (ValueError, OSError, SafetensorError) as e:
+    except (ValueError, OSError) as e:
         raise CheckpointError(
-            f"{folder}: its settings or weights are damaged ({str(e).splitlines()[0]})"
+            f"{folder}/settings.json is damaged ({first_line(e)})"
         ) from None
-    if not isinstance(settings, dict) or settings.get("format") != FORMAT:
+    found = settings.get("format") if isinstance(settings, dict) else None
+    if found != FORMAT:
+        older = isinstance(found, str) and found.startswith(FORMAT.split("/")[0] + "/")
         raise CheckpointError(
-            f"{folder}/settings.json is not a published model's (format "
-            f"{settings.get('format') if isinstance(settings, dict) else None!r})"
+            f"{folder}/settings.json is not a published model's (format {found!r})"
+            if not older
+            else f"{folder} was written by an older version of the course (format"
+            f" {found!r}, this one reads {FORMAT!r}): export it again"
         )
+    model = model_from(settings, folder)
+    try:  # the tokenizers' state, with the models its files hold
+        files = settings["tokenizer"]["files"]
+        tokenizer = {k: v for k, v in settings["tokenizer"].items() if k != "files"}
+        tokenizer |= {key: (folder / name).read_bytes() for key, name in files.items()}
+    except (KeyError, TypeError, AttributeError, OSError) as e:
+        raise CheckpointError(
+            f"{folder}: its tokenizer is missing or damaged ({first_line(e)})"
+        ) from None
+    src_vocab, tgt_vocab = load_vocabularies(
+        {**settings, "tokenizer": tokenizer}, folder
+    )
     try:
-        tokenizer = {
-            k: base64.b64decode(v["base64"]) if isinstance(v, dict) else v
-            for k, v in settings["tokenizer"].items()
-        }
-        tied = settings.get("tied") or {}
-        weights.update({alias: weights[name] for alias, name in tied.items()})
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"{folder}/settings.json is damaged ({e})") from None
-    payload = {
-        **{k: settings[k] for k in KEPT + ("training",) if k in settings},
-        "format": CHECKPOINT_FORMAT,
-        "tokenizer": tokenizer,
-        "state_dict": {k: v.float() for k, v in weights.items()},
-    }
-    ckpt = checkpoint_from(payload, folder, device)
-    ckpt.model.to(device)
-    return ckpt
+        load_model(model, folder / "model.safetensors")
+    except (RuntimeError, OSError, SafetensorError) as e:
+        raise CheckpointError(
+            f"{folder}/model.safetensors is damaged or does not fit the model its"
+            f" settings describe ({first_line(e)})"
+        ) from None
+    return Checkpoint(model.to(device).eval(), src_vocab, tgt_vocab, settings)
 
 
 def load_model(checkpoint=None, model=None, device=None) -> Checkpoint:

@@ -82,10 +82,10 @@ SCORES = (
 )
 
 
-def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> dict:
-    """What `evaluate --record` writes: the scores and their signatures, and what they
-    are the scores of (the model's settings and size, its vocabularies, data and
-    training as the checkpoint holds them).
+def evaluation_record(ckpt, scores, *, command: str, seconds: float) -> dict:
+    """What `evaluate --record` writes: the scores and their signatures (of `scores`, an
+    `inference.Evaluation`), and what they are the scores of (the model's settings and
+    size, its vocabularies, data and training as the checkpoint holds them).
     """
     payload, progress = ckpt.payload, ckpt.payload.get("progress") or {}
     history = progress.get("history") or {}
@@ -104,7 +104,7 @@ def evaluation_record(ckpt, scores: dict, *, command: str, seconds: float) -> di
         "kind": "evaluation",
         "command": command,
         "evaluation_seconds": round(seconds, 1),
-        **{k: scores[k] for k in SCORES},
+        **{k: getattr(scores, k) for k in SCORES},
         "model": {
             "config": payload["config"],
             "parts": payload.get("parts"),

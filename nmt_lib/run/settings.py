@@ -12,7 +12,7 @@ import math
 import typing
 from dataclasses import dataclass, fields
 
-from nmt_lib.base.course import setting
+from nmt_lib.base.course import check_choices, number, setting
 from nmt_lib.base.device import PRECISIONS
 from nmt_lib.training import TrainSettings
 
@@ -23,17 +23,6 @@ FAST = {  # chapter 10's switches, on in the tools, and low precision where it i
     "fused_adam": True,
     "precision": "auto",
 }
-
-
-def check_choices(settings):
-    """`ValueError` for the first field of `settings` whose value is not among its
-    `choices` (None is always allowed where it is the default)."""
-    for f in fields(settings):
-        value, choices = getattr(settings, f.name), f.metadata.get("choices")
-        if choices and value not in choices and (value, f.default) != (None, None):
-            raise ValueError(
-                f"{f.name} must be one of {', '.join(choices)}, got {value!r}"
-            )
 
 
 @dataclass
@@ -80,27 +69,6 @@ class RunSettings(TrainSettings):
         for name in ("checkpoint_every", "keep_last"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-
-
-def number(kind, optional: bool = False, minimum=None):
-    """An argparse type: a finite `kind` (int or float), at least `minimum` if given;
-    'none' when `optional`."""
-
-    def parse(text):
-        if optional and text.lower() == "none":
-            return None
-        try:
-            value = kind(text)
-        except ValueError:
-            expected = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
-        return value
-
-    return parse
 
 
 ALIASES = {"n_heads": ["--heads"], "n_layers": ["--layers"]}  # shorter names too

@@ -1,0 +1,334 @@
+"""The public graders of assignment 3, beating the chapters' recipe in a fixed budget,
+graded from the runs' checkpoints: the rules every run keeps (`check_runs`), the chosen
+setting's BLEU against the reference's, and the ablation table. The teacher's hidden
+cases measure the test split and recompute the table's figures (`grading/a3.py`)."""
+
+import functools
+from pathlib import Path
+
+import torch
+
+from nmt_lib.checks.core import CheckFailed
+
+# where a run's files lie, beside the notebook: SETTING.seedS.pt, .log and .json
+RUNS = "runs/a3"
+# seconds of training a run may have: ten minutes, and room for the last update
+BUDGET = 630
+REFERENCE = (
+    "--max-pairs 40000 --min-freq 3 --d-model 128 --heads 4 --d-ff 512 --layers 2"
+    " --dropout 0.1 --norm-first --label-smoothing 0.1 --warmup 100 --lr-factor 0.3"
+    " --max-tokens 1000 --tokens-per-update 800 --epochs 1000 --time-limit 10 --threads"
+    " 2 --device cpu"
+)
+# a run's settings that its seeds may differ in
+FREE = ("seed", "time_limit", "checkpoint_every", "keep_last")
+COLUMNS = ("valid BLEU", "minus reference", "low", "high")
+
+
+def find_runs(folder=RUNS) -> dict:
+    """{(setting, seed): path} for each checkpoint SETTING.seedS.pt in `folder` (none if
+    it is missing)."""
+    import re
+
+    runs = {}
+    for path in sorted(Path(folder).glob("*.pt")):
+        if m := re.fullmatch(r"([a-z0-9-]+)\.seed(\d+)\.pt", path.name):
+            runs[m[1], int(m[2])] = path
+    return runs
+
+
+@functools.cache
+def _data():
+    """`chapter_data()`, read once for the many checks of one grading."""
+    from nmt_lib.recipes import chapter_data
+
+    return chapter_data()
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint(path: str, stamp: tuple):
+    from nmt_lib.run.checkpoint import load_checkpoint
+
+    return load_checkpoint(path, device="cpu")
+
+
+def _load(runs: dict) -> dict:
+    """Each run's checkpoint, read safely onto the CPU (once while the file is
+    unchanged); a file that is not one fails the check, named."""
+    from nmt_lib.run.checkpoint import CheckpointError
+
+    loaded = {}
+    for key, path in runs.items():
+        try:
+            stat = Path(path).stat()
+            loaded[key] = _checkpoint(str(path), (stat.st_mtime_ns, stat.st_size))
+        except (CheckpointError, OSError) as e:
+            raise CheckFailed(f"{path}: {e}") from None
+    return loaded
+
+
+def _settings(ckpt) -> dict:
+    """What a run chose: its model, its parts and its training settings, less the ones
+    seeds may differ in."""
+    p = ckpt.payload
+    return {
+        "config": p["config"],
+        "parts": p["parts"],
+        "train": {k: v for k, v in p["train"].items() if k not in FREE},
+    }
+
+
+def reference_settings(vocab_sizes: tuple) -> dict:
+    """The settings the reference command gives a run (the trainer's own parser reads
+    it, `python -m speedrun.train`'s), for vocabularies of `vocab_sizes`."""
+    from dataclasses import asdict
+
+    from nmt_lib.run.cli import build_parser
+    from nmt_lib.run.train_command import new_settings
+    from nmt_lib.transformer import TransformerConfig
+    from speedrun.train import SpeedrunSettings
+
+    parser = build_parser(SpeedrunSettings)
+    args = parser.parse_args(["train", "--out", "reference.pt", *REFERENCE.split()])
+    train, model, _, parts = new_settings(args, parser, SpeedrunSettings)
+    config = asdict(TransformerConfig(*vocab_sizes, **model))
+    return {
+        "config": config,
+        "parts": asdict(parts),
+        "train": {k: v for k, v in asdict(train).items() if k not in FREE},
+    }
+
+
+def data_settings() -> dict:
+    """The data options a run must have: chapter 7's, as `chapter_data()` reads them."""
+    from nmt_lib.base.course import quick
+
+    return {
+        **quick(dict(max_pairs=40_000, min_freq=3), max_pairs=6_000),
+        "valid_frac": 0.05,
+        "test_frac": 0.05,
+        "seed": 0,
+        "tokenizer": "word",
+        "preprocess": "course",
+        "exclude": None,
+    }
+
+
+def _refuse_other_data(run: str, ckpt, data, options: dict | None = None):
+    """`CheckFailed` unless the run `run` has `data`'s vocabularies (and, given, the
+    data `options`)."""
+    if (
+        options is not None
+        and {k: ckpt.payload["data"].get(k) for k in options} != options
+    ) or (
+        (ckpt.src_vocab.idx_to_token, ckpt.tgt_vocab.idx_to_token)
+        != (data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token)
+    ):
+        raise CheckFailed(
+            f"{run} was trained on other data: use chapter 7's (--max-pairs 40000"
+            " --min-freq 3, the split and tokens as they come)"
+        )
+
+
+def check_runs(runs: dict, chosen) -> str:
+    """The rules of assignment 3, for every run in `runs` (`find_runs`): at most
+    `BUDGET` seconds of training, its sittings' included (`speedrun.train` records
+    them), every sitting on the CPU with 2 threads and all on one machine, its file's
+    seed, chapter 7's data and vocabularies, no two runs with the same weights; the
+    reference with seeds 1 and 2, its command's settings and the whole budget used;
+    `chosen` another setting with seeds 1 and 2 and one set of settings."""
+    import hashlib
+    import re
+
+    from nmt_lib.base.course import pick
+
+    if not runs:
+        raise CheckFailed(
+            f"no runs in {RUNS}/: train them first, with the commands above"
+        )
+    data, loaded, machines, weights, options = (
+        _data(),
+        _load(runs),
+        set(),
+        {},
+        data_settings(),
+    )
+    for (name, seed), ckpt in loaded.items():
+        run, p = f"{name}.seed{seed}", ckpt.payload
+        if "sessions" not in p["progress"]:
+            raise CheckFailed(
+                f"{run} does not say where it trained: train it with"
+                " `python -m speedrun.train`, as the rules say"
+            )
+        seconds = max(
+            p["progress"]["seconds"],
+            sum(s["seconds"] for s in p["progress"]["sessions"]),
+        )
+        if seconds > BUDGET:
+            raise CheckFailed(
+                f"{run} trained {seconds:.0f} s: the budget is {BUDGET} s"
+            )
+        for session in p["progress"]["sessions"]:
+            if not re.search(r", \d+ cores, 2 threads$", session["machine"]):
+                raise CheckFailed(
+                    f"{run} trained a sitting on {session['machine']}: every sitting"
+                    " runs on the CPU with --threads 2"
+                )
+            machines.add(session["machine"])
+        if p["train"]["seed"] != seed:
+            raise CheckFailed(
+                f"{run} was trained with --seed {p['train']['seed']}: name it by its"
+                " seed"
+            )
+        _refuse_other_data(run, ckpt, data, options)
+        digest = hashlib.sha1(
+            b"".join(t.numpy().tobytes() for t in ckpt.model.state_dict().values())
+        ).digest()
+        if digest in weights:
+            raise CheckFailed(
+                f"{run} holds the same weights as {weights[digest]}: hand in each run"
+                " once"
+            )
+        weights[digest] = run
+    if len(machines) > 1:
+        raise CheckFailed(
+            f"the runs were trained on {len(machines)} machines"
+            f" ({'; '.join(sorted(machines))}): train all of them on one"
+        )
+    sizes = (len(data.src_vocab), len(data.tgt_vocab))
+    reference = reference_settings(sizes)
+    for name, wanted in (("reference", reference), (chosen, None)):
+        if not isinstance(name, str) or name == "reference" and wanted is None:
+            raise CheckFailed(
+                f"`chosen` is {name!r}: name the setting you chose, as its runs are"
+                " named"
+            )
+        seeds = {
+            seed: ckpt for (setting, seed), ckpt in loaded.items() if setting == name
+        }
+        if not {1, 2} <= set(seeds):
+            raise CheckFailed(
+                f"{name} needs runs with seeds 1 and 2; {RUNS}/ has "
+                f"{', '.join(f'seed {s}' for s in sorted(seeds)) or 'none'}"
+            )
+        for seed in (1, 2):
+            found = _settings(seeds[seed])
+            wanted = wanted or found
+            if found != wanted:
+                part = next(k for k in found if found[k] != wanted[k])
+                changed = sorted(
+                    k for k in found[part] if found[part][k] != wanted[part].get(k)
+                )
+                raise CheckFailed(
+                    f"{name}.seed{seed}: its {part} settings {', '.join(changed)}"
+                    " differ from "
+                    + (
+                        "the reference command's"
+                        if name == "reference"
+                        else "its seed 1's"
+                    )
+                )
+            if name == "reference" and seeds[seed].payload["progress"][
+                "seconds"
+            ] < pick(BUDGET - 60, 0):
+                raise CheckFailed(
+                    f"reference.seed{seed} trained"
+                    f" {seeds[seed].payload['progress']['seconds']:.0f} s: the"
+                    " reference has the whole ten minutes"
+                )
+        if name != "reference" and wanted == reference:
+            raise CheckFailed(
+                f"{name} has the reference's settings: choose a setting that changes"
+                " something"
+            )
+    return f"{len(runs)} runs, each within the rules"
+
+
+def runs_bleu(runs: dict, split: str) -> dict:
+    """{(setting, seed): `BleuResult`} of each run's checkpoint on `split` of
+    `chapter_data()`: greedy, max_len 30, as chapter 7 measures it."""
+    from nmt_lib.decoding import evaluate_bleu
+
+    data, loaded = _data(), _load(runs)
+    for (name, seed), ckpt in loaded.items():
+        _refuse_other_data(f"{name}.seed{seed}", ckpt, data)
+    return {
+        key: evaluate_bleu(
+            ckpt.model,
+            getattr(data.splits, split),
+            data.src_vocab,
+            data.tgt_vocab,
+            max_len=30,
+        )
+        for key, ckpt in loaded.items()
+    }
+
+
+def check_beats_reference(runs: dict, chosen, split: str = "valid") -> str:
+    """The runs keep the rules (`check_runs`), and `chosen`'s mean BLEU over seeds 1 and
+    2 on `split` is above the reference's."""
+    check_runs(runs, chosen)
+    picked = {
+        key: path
+        for key, path in runs.items()
+        if key[0] in ("reference", chosen) and key[1] in (1, 2)
+    }
+    bleu = {key: r.bleu for key, r in runs_bleu(picked, split).items()}
+    mine, base = ((bleu[name, 1] + bleu[name, 2]) / 2 for name in (chosen, "reference"))
+    if not mine > base:
+        raise CheckFailed(
+            f"{chosen}: {split} BLEU {mine:.2f} over seeds 1 and 2, not above the"
+            f" reference's ({base:.2f})"
+        )
+    return (
+        f"{chosen}: {split} BLEU {mine:.2f} over seeds 1 and 2, {mine - base:+.2f}"
+        " against the reference"
+    )
+
+
+def check_ablation(table, chosen) -> str:
+    """`table`: a pandas DataFrame indexed by (setting, seed), one row per run other
+    than the reference's: at least 3 settings, `chosen` among them with seeds 1 and 2,
+    and the columns `COLUMNS`: validation BLEU, its difference to the reference run of
+    the same seed, and the 95% paired-bootstrap interval of that difference (chapter
+    4a)."""
+    import pandas as pd
+
+    if not isinstance(table, pd.DataFrame):
+        raise CheckFailed(
+            f"`ablation` should be a pandas DataFrame, got {type(table).__name__}"
+        )
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise CheckFailed(
+            f"`ablation` lacks the columns {', '.join(missing)}; it needs"
+            f" {', '.join(COLUMNS)}"
+        )
+    if table.index.nlevels != 2 or table.index.duplicated().any():
+        raise CheckFailed(
+            "`ablation` should have one row per run, indexed by (setting, seed)"
+        )
+    settings = set(table.index.get_level_values(0)) - {"reference"}
+    if len(settings) < 3:
+        raise CheckFailed(
+            f"`ablation` has {len(settings)} settings besides the reference; compare at"
+            " least 3"
+        )
+    if not {(chosen, 1), (chosen, 2)} <= set(table.index):
+        raise CheckFailed(
+            f"`ablation` needs the rows ({chosen!r}, 1) and ({chosen!r}, 2), the chosen"
+            " setting's two seeds"
+        )
+    values = table[list(COLUMNS)].astype(float)
+    if not torch.isfinite(torch.tensor(values.to_numpy())).all():
+        raise CheckFailed("`ablation` has a missing or infinite number")
+    for name, row in values.iterrows():
+        if not row["low"] <= row["minus reference"] <= row["high"]:
+            raise CheckFailed(
+                f"`ablation`, row {name}: the difference {row['minus reference']:+.1f}"
+                f" lies outside its interval ({row['low']:+.1f} to {row['high']:+.1f})"
+            )
+    return (
+        f"{len(settings)} settings, each run with its interval against the reference of"
+        " its seed"
+    )
