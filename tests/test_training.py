@@ -178,7 +178,7 @@ def saved(tmp_path, corpus):
 def test_a_checkpoint_without_training_state_cannot_be_resumed_and_says_so(
     tmp_path, corpus, capsys
 ):
-    # as a learner's own hook may save it: no schedule
+    # as a learner's own `save` may write it: no schedule
     model = tiny_model(corpus)
     adam = torch.optim.Adam(model.parameters())
     own = dict(

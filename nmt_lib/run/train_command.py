@@ -287,6 +287,12 @@ def train_locked(args, out: Path, fresh: tuple | None, run_class=Run) -> int:
             f"{run_class.command} --out {out} --resume\n"
         )
         return EXIT_STATUS.get(progress["stopped"], EXIT_STATUS["SIGTERM"])
+    if progress["stopped"] == "time_limit":
+        say(
+            f"time limit of {settings.time_limit} min reached at update"
+            f" {progress['step']:,}; go on with: {run_class.command} --out {out}"
+            " --resume (and --time-limit for another limit)\n"
+        )
     if rank == 0:  # rank 0 alone validated and reports
         print(
             f"trained {progress['step']:,} updates in {progress['seconds'] / 60:.1f} "

@@ -6,8 +6,8 @@ the warm-up schedule) and held-out loss at each epoch's end, with chapter 10's s
 (`FastDropout`, the sliced loss, fused Adam), lower precision under `torch.autocast`
 (with loss scaling for fp16), data parallelism under torchrun, a checkpoint every
 `checkpoint_every` updates and at each epoch's end, stopping cleanly on a signal or a
-time limit, and resuming a checkpoint bit for bit. The command around it (settings,
-resuming, the lock, signals) is `train_command.py`.
+time limit, and resuming a checkpoint bit for bit (in one process). The command around
+it (settings, resuming, the lock, signals) is `train_command.py`.
 """
 
 import math
@@ -270,8 +270,8 @@ class Run:
             keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
 
     def bar(self, total: int, initial: int, epoch: int):
-        """An epoch's bar (tqdm's: a widget in Jupyter, a line in a terminal), shown by
-        rank 0 with --progress auto or bar."""
+        """An epoch's tqdm bar, shown by rank 0 with --progress bar (auto: in a
+        terminal)."""
         off = self.rank != 0 or self.report in ("lines", "none")
         desc = f"epoch {epoch}/{self.settings.epochs}"
         return tqdm(total=total, initial=initial, desc=desc, unit="batch", disable=off)
@@ -399,10 +399,4 @@ def train_run(
     except TrainingDiverged as e:
         raise TrainingDiverged(f"{e}; {run.kept()}.") from None
     model.eval()
-    if run.stopped == "time_limit" and report != "none" and run.rank == 0:
-        sys.stderr.write(
-            f"time limit of {settings.time_limit} min reached at update"
-            f" {run.progress['step']:,}"
-            + ("; resume with --resume\n" if checkpoint is not None else "\n")
-        )
     return run.progress
