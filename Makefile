@@ -18,7 +18,8 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanit
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
 # The tests run in two parts: most of them, and the notebooks under nbval, in two workers
 # of one thread each, one per core (pytest-xdist; a notebook's cells stay in one worker);
-# then the few that train against the clock (`serial`), alone.
+# then the one that starts several kernels at once (`serial`: a class through
+# nbgrader), alone.
 TWO_WORKERS := -n 2 --dist loadscope
 ONE_THREAD := NMT_THREADS=1 OMP_NUM_THREADS=1
 # The hand-written Python (the lessons' modules are generated from the notebooks).

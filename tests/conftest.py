@@ -173,7 +173,7 @@ def pytest_configure(config):
         "markers", "slow: drives a browser, starts processes or injects faults"
     )
     config.addinivalue_line(
-        "markers", "serial: trains against the clock, so `make test` runs it alone"
+        "markers", "serial: starts several kernels at once; `make test` runs it alone"
     )
 
 

@@ -540,7 +540,6 @@ def edited(folder, tmp_path, name, change):
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 @pytest.mark.parametrize(
     "name, change, says",
     [
@@ -626,7 +625,6 @@ def test_assignment_3_s_runs_are_checked_against_its_rules(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(
     a3_runs,
 ):
@@ -666,7 +664,6 @@ def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_nothing(
     a3_runs,
 ):
