@@ -28,10 +28,8 @@ from nmt_lib.run.published import PUBLISHED, load_model
 ROOT = Path(__file__).resolve().parent.parent
 DECODE_BATCH = 256
 
-# Peak memory must be counted from a small parent: Linux's ru_maxrss includes the image
-# a child is forked from before it exec()s, and the benchmark is gigabytes large by
-# then. The launcher is a fresh, small Python that starts the command, prints the
-# command's own peak (kilobytes) and exits with its status.
+# A small parent counts the peak memory (ru_maxrss includes the image a child forks
+# from, gigabytes by then): it prints the command's peak (kB), exits with its status.
 LAUNCHER = (
     "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, usage ="
     " os.wait4(p.pid, 0); print(usage.ru_maxrss, file=sys.stderr);"
@@ -41,7 +39,7 @@ LAUNCHER = (
 
 def peak_memory_mb(model_options: list[str], sentences, beam: int) -> float:
     """Peak resident memory (MB) of `python -m nmt_lib translate --beam K` over
-    `sentences`, with the model `model_options` name, model and Python included."""
+    `sentences` with the model `model_options` name."""
     command = [sys.executable, "-m", "nmt_lib", "translate", *model_options]
     command += ["--beam", str(beam), "--threads", "2"]
     run = subprocess.run(
@@ -58,8 +56,7 @@ def peak_memory_mb(model_options: list[str], sentences, beam: int) -> float:
 
 
 def nocache_last_position(model, src, src_len, **kw):
-    """`greedy_decode_nocache` with the output layer on the newest position only: a
-    hook cuts the layer's input from (B, T, D) to (B, 1, D)."""
+    """`greedy_decode_nocache`, the output layer's input cut to (B, 1, D) by a hook."""
     hook = model.decoder.dense.register_forward_pre_hook(lambda _, x: (x[0][:, -1:],))
     try:
         return greedy_decode_nocache(model, src, src_len, **kw)
@@ -84,12 +81,8 @@ def bench_decoding(args, report) -> dict:
     sentences = list(dict.fromkeys(s for s, _ in corpus.splits.test))
     sentences = sentences[: args.decode_sentences]
     model = ckpt.model
-    vocab = dict(
-        src_vocab=ckpt.src_vocab,
-        tgt_vocab=ckpt.tgt_vocab,
-        max_len=MAX_OUTPUT,
-        prepare=ckpt.prepare,  # as the model was trained: lowercased, or as written
-    )
+    vocab = dict(src_vocab=ckpt.src_vocab, tgt_vocab=ckpt.tgt_vocab, max_len=MAX_OUTPUT)
+    vocab["prepare"] = ckpt.prepare  # as the model was trained: lowercased, or not
     batched = lambda search: translate(
         model, sentences, **vocab, batch_size=DECODE_BATCH, search=search
     )

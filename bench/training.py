@@ -1,20 +1,14 @@
 """Training speed: the course's Transformer against a d2l-style baseline and
 torch.nn.Transformer, trained alternately on the same sentences (book/benchmarks.md).
-
-All three at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, Adam and
-gradient clipping at norm 1, on batches of 128 sentences from the first 50,000
-training pairs:
-  course   nmt_lib's Transformer with chapter 10's switches on, as `python -m nmt_lib
-           train` trains: FastDropout, length-bucketed batches, the output layer and
-           the loss together on real target tokens only (`sliced_batch_loss`), fused
-           Adam with the paper's settings, and chapter 9's `apply_update`;
-  d2l      the book's blocks (d2l.MultiHeadAttention, AddNorm, PositionWiseFFN) with
-           valid-length masking, every batch padded to num_steps=20, and the loss,
-           loop and optimizer (torch.optim.Adam) of d2l's train_seq2seq;
-  torch    torch.nn.Transformer with embeddings, positions and an output layer, fed
-           the course's batches, loss and optimizer.
-Where the CPU computes bf16 natively, the course and torch train again under bf16
-autocast. Shapes: B batch, S source length, T target length, D d_model.
+All at d_model 256, 3 + 3 layers, 8 heads, d_ff 1024, dropout 0.1, batches of 128
+sentences from the first 50,000 training pairs:
+  course   as `python -m nmt_lib train` trains it: chapter 10's switches on,
+           length-bucketed batches, fused Adam, chapter 9's `apply_update`;
+  d2l      the book's blocks, every batch padded to num_steps=20, and the loss, loop
+           and optimizer (torch.optim.Adam) of d2l's train_seq2seq;
+  torch    torch.nn.Transformer, fed the course's batches, loss and optimizer.
+Where the CPU computes bf16 natively, course and torch train again under bf16 autocast.
+Shapes: B batch, S source length, T target length, D d_model.
 """
 
 import copy
@@ -130,9 +124,7 @@ class TorchDecoder(nn.Module):
         """The decoder's output (B, T, D) before the output layer, and the state."""
         memory, src_pad = state
         T = tgt_in.shape[1]
-        causal = torch.triu(
-            torch.ones(T, T, dtype=torch.bool), diagonal=1
-        )  # True: hidden
+        causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # True: hidden
         y = self.pos(self.embedding(tgt_in) * math.sqrt(D_MODEL))
         hidden = self.layers(
             y,
@@ -169,8 +161,7 @@ def non_embedding_parameters(model) -> int:
 
 
 class Contender:
-    """A model, its optimizer and its update; `rates`, target tokens per second of each
-    timed round."""
+    """A model, its optimizer and update; `rates`: target tokens/s of each round."""
 
     def __init__(self, name, model, step, optimizer=None, dtype=None):
         self.name, self.model, self.step = name, model, step
@@ -191,8 +182,8 @@ class Contender:
 
 
 def course_step(pad, dataset, c, items) -> int:
-    """One update as the command line's trainer makes it from one micro-batch: the
-    sliced loss under autocast at the contender's precision, then `apply_update`."""
+    """One update as the trainer makes it: the sliced loss under autocast, then
+    `apply_update`."""
     b = collate([dataset[i] for i in items], **pad)
     with torch.autocast("cpu", dtype=c.dtype, enabled=c.dtype is not None):
         loss, n = sliced_batch_loss(c.model, b, SETTINGS, pad["pad_id"])
@@ -232,16 +223,10 @@ def median_ratio(a, b) -> float:
 
 
 def round_batches(batches, dataset, rounds: int, steps: int) -> list:
-    """`rounds` disjoint lists of `steps` batches, each with the sentence-length mix of
-    the whole epoch.
-
-    The d2l-style model pads every batch to num_steps, so its time per batch is fixed
-    while the course's follows the batch's length: a round of short sentences favours
-    the course, one of long sentences the baseline. So the batches are sorted by target
-    length, rounds x steps of them are taken at even spacing (the epoch's length
-    distribution), and dealt out like cards, forwards then backwards, so that every
-    round runs from short to long with about the same total length.
-    """
+    """`rounds` disjoint lists of `steps` batches, each with the epoch's length mix
+    (the d2l-style model's time per batch is fixed, the course's follows the length):
+    batches sorted by length, taken at even spacing, dealt out like cards forwards then
+    backwards."""
     need = rounds * steps
     if need > len(batches):
         raise SystemExit(
@@ -258,8 +243,7 @@ def round_batches(batches, dataset, rounds: int, steps: int) -> list:
 
 
 def contenders(data, dataset, batches, pad, bf16: bool) -> list[Contender]:
-    """course, d2l, torch, then (where bf16 is measured) course_bf16 and torch_bf16,
-    copies of the course's and torch's fp32 models."""
+    """course, d2l, torch, then (where bf16 is measured) copies of course and torch."""
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
     course_step_ = partial(course_step, pad, dataset)
     torch.manual_seed(0)

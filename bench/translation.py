@@ -8,13 +8,12 @@ blocks of lines `translate` reads at once, and sorted with int8 linear layers
 
 import time
 
-import numpy as np
 import sacrebleu
 import torch
 
-from nmt_lib.metrics import paired_bootstrap
 from nmt_lib.run.inference import SORTED_LINES, int8, sacrebleu_counts, translate_lines
 from nmt_lib.run.published import load_published
+from nmt_lib.run.records import bleu_interval
 from nmt_lib.run.testsets import read_tatoeba_test
 
 CPU_BATCH = 32
@@ -25,8 +24,8 @@ ISSUE_50_AVX2 = 655
 
 
 def timed_translation(ckpt, sources, block: int) -> tuple[float, list[str]]:
-    """Seconds to translate `sources` greedily in batches of CPU_BATCH, `block` lines
-    read at a time (`translate_lines` sorts them by length), and the translations."""
+    """Seconds to translate `sources` greedily, `block` lines read at a time (sorted by
+    length within them), and the translations."""
     start = time.perf_counter()
     hyps = [
         h
@@ -61,11 +60,10 @@ def bench_cpu_translation(args, report) -> dict:
             f"BLEU {runs[name]['sacrebleu']:.2f}"
         )
     torch.set_num_threads(threads)
-    a, b = paired_bootstrap(
+    low, high = bleu_interval(
         sacrebleu_counts(hyps["sorted, int8"], refs),
         sacrebleu_counts(hyps["sorted"], refs),
     )
-    low, high = np.percentile(a - b, [2.5, 97.5])
     return {
         "lines": len(sources),
         "source_pieces": pieces,

@@ -74,38 +74,18 @@ def train(kind: str) -> Path:
     print(f"{kind}: test BLEU {result.bleu:.2f}", flush=True)
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"{kind}.json"
+    run = {**info, "data": repr(data), "fingerprint": data.fingerprint()}
     out.write_text(
-        json.dumps(
-            {
-                **info,
-                "data": repr(data),
-                "fingerprint": data.fingerprint(),
-                **result._asdict(),
-            },
-            ensure_ascii=False,
-        ),
-        encoding="utf-8",
+        json.dumps({**run, **result._asdict()}, ensure_ascii=False), encoding="utf-8"
     )
     return out
-
-
-def difference(a, b) -> tuple[float, float, float]:
-    """BLEU of `a` less `b` (`BleuResult`s of the same sentences) with its 95% interval
-    over 1,000 resampled sets of those sentences (chapter 4a's paired bootstrap)."""
-    import numpy as np
-
-    from nmt_lib.metrics import paired_bootstrap
-
-    draws_a, draws_b = paired_bootstrap(a.counts(), b.counts())
-    low, high = np.percentile(draws_a - draws_b, [2.5, 97.5])
-    return a.bleu - b.bleu, float(low), float(high)
 
 
 def report(command: str) -> Path:
     """Score both runs overall and by English length, and write the record."""
     from nmt_lib.decoding import BleuResult
     from nmt_lib.metrics import corpus_bleu
-    from nmt_lib.run.records import RECORDS, write_record
+    from nmt_lib.run.records import RECORDS, bleu_interval, write_record
 
     runs = {
         kind: json.loads((RUNS / f"{kind}.json").read_text(encoding="utf-8"))
@@ -129,7 +109,8 @@ def report(command: str) -> Path:
     rows = []
     for lo, hi in ((1, 1000), *zip(EDGES[:-1], EDGES[1:])):
         plain, attention = (bucket(results[k], lo, hi) for k in ("seq2seq", "bahdanau"))
-        gain, low, high = difference(attention, plain)
+        gain = attention.bleu - plain.bleu
+        low, high = bleu_interval(attention.counts(), plain.counts())
         rows.append(
             [
                 "all" if hi == 1000 else f"{lo}-{hi - 1}",

@@ -17,7 +17,6 @@ vocabulary), so the rows differ only in the model.
 import argparse
 import json
 import math
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -30,16 +29,14 @@ from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint, evaluate_public  # noqa: E402
-from nmt_lib.run.records import write_record  # noqa: E402
+from nmt_lib.run.records import command_line, write_record  # noqa: E402
 
 
 def switches(model) -> str:
     """The model's choices where 2017 and today differ, in words (its config, and
     chapter 12's parts)."""
-    cfg, parts = (
-        model.cfg,
-        (model.parts if isinstance(model.parts, ModernParts) else ModernParts()),
-    )
+    cfg = model.cfg
+    parts = model.parts if isinstance(model.parts, ModernParts) else ModernParts()
     kv = parts.kv_heads or cfg.n_heads
     return ", ".join(
         [
@@ -67,7 +64,7 @@ def row(label: str, ckpt, corpus) -> dict:
     return {
         "candidate": label,
         "switches": switches(ckpt.model),
-        "parameters": sum(p.numel() for p in ckpt.model.parameters()),
+        "parameters": ckpt.parameters,
         "updates": ckpt.step,
         "epochs": len(history["epoch"]),
         "training_minutes": round(progress["seconds"] / 60, 1),
@@ -133,13 +130,7 @@ def main(argv=None) -> int:
         {
             "kind": "modern comparison",
             "title": "The 2017 blocks and today's, at full scale and equal size",
-            "command": shlex.join(
-                [
-                    "python",
-                    "experiments/modern_compare.py",
-                    *(argv if argv is not None else sys.argv[1:]),
-                ]
-            ),
+            "command": command_line("experiments/modern_compare.py", argv),
             "method": (
                 "greedy decoding; validation: the run's held-out split (case kept, the"
                 " Tatoeba test's sentences left out), sacreBLEU against all of a"

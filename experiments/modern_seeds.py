@@ -11,7 +11,6 @@ keeps the speeds too.
 """
 
 import argparse
-import shlex
 import sys
 import time
 from dataclasses import asdict, replace
@@ -25,14 +24,9 @@ from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.data import NMTData  # noqa: E402
 from nmt_lib.fast import greedy_decode_fast  # noqa: E402
 from nmt_lib.lm_translator import decoder_only, prompt_greedy  # noqa: E402
-from nmt_lib.modern_experiment import (  # noqa: E402
-    RECIPE,
-    SIZES,
-    d_ff_for,
-    measure,
-    variants_at_size,
-)
-from nmt_lib.run.records import write_record  # noqa: E402
+from nmt_lib.modern_experiment import RECIPE, SIZES, d_ff_for, measure  # noqa: E402
+from nmt_lib.modern_experiment import variants_at_size  # noqa: E402
+from nmt_lib.run.records import command_line, write_record  # noqa: E402
 
 PAIRS = 25_000  # the chapter's NMTData.fra_eng(max_pairs=25_000, min_freq=3)
 DECODER_ONLY = "decoder-only (modern)"
@@ -60,13 +54,8 @@ def main(argv=None) -> int:
             _, figures = measure(
                 build, data, replace(RECIPE, seed=seed), search=search, device="cpu"
             )
-            rows.append(
-                {
-                    "model": name,
-                    "seed": seed,
-                    **{k: round(v, 4) for k, v in figures.items()},
-                }
-            )
+            rounded = {k: round(v, 4) for k, v in figures.items()}
+            rows.append({"model": name, "seed": seed, **rounded})
             print(
                 f"{name}, seed {seed}: valid BLEU {figures['valid BLEU']:.2f},"
                 f" perplexity {figures['valid perplexity']:.2f}"
@@ -78,13 +67,7 @@ def main(argv=None) -> int:
         {
             "kind": "seeds",
             "title": "Chapter 12's measurement, every row with several seeds",
-            "command": shlex.join(
-                [
-                    "python",
-                    "experiments/modern_seeds.py",
-                    *(argv if argv is not None else sys.argv[1:]),
-                ]
-            ),
+            "command": command_line("experiments/modern_seeds.py", argv),
             "data": {"max_pairs": PAIRS, "fingerprint": data.fingerprint()},
             "sizes": SIZES,
             "recipe": asdict(RECIPE),

@@ -10,7 +10,6 @@ table the speedrun page shows.
 """
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -20,12 +19,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "speedrun")]
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_public  # noqa: E402
 from nmt_lib.run.published import load_published  # noqa: E402
-from nmt_lib.run.records import (  # noqa: E402
-    RECORDS,
-    cpu_name,
-    read_record,
-    write_record,
-)
+from nmt_lib.run.records import RECORDS, command_line, cpu_name  # noqa: E402
+from nmt_lib.run.records import read_record, write_record  # noqa: E402
 from run import gain, read_records, sentence_counts, training  # noqa: E402
 
 
@@ -49,13 +44,7 @@ def main(argv=None):
         RECORDS / "speedrun-published.json",
         {
             "kind": "speedrun comparison",
-            "command": shlex.join(
-                [
-                    "python",
-                    "experiments/published_vs_speedrun.py",
-                    *(argv if argv is not None else sys.argv[1:]),
-                ]
-            ),
+            "command": command_line("experiments/published_vs_speedrun.py", argv),
             "caption": (
                 f"the published model scores {scored.sacrebleu:.2f} with beam 4 (α"
                 f" {alpha:g}) on the public Tatoeba test; each interval is the paired"

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """The published model's recipe, chosen on the validation split (issue 35): scores each
-candidate on the run's own validation sentences (never the test sets) and writes
-`records/recipe-tatoeba.json`, which the README's ablation table is rendered from.
+candidate on the run's validation sentences; writes `records/recipe-tatoeba.json`.
 
     python experiments/recipe_search.py --baseline runs/tatoeba-d192.pt \\
         --run runs/tatoeba.pt
@@ -16,25 +15,21 @@ are written beside the run (`OUT.avgN.pt`).
 import argparse
 import json
 import re
-import shlex
 import sys
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_lib.run.average import (  # noqa: E402
-    average_checkpoints,
-    epoch_checkpoint,
-    kept_epochs,
-)
+from nmt_lib.run.average import average_checkpoints, epoch_checkpoint  # noqa: E402
+from nmt_lib.run.average import kept_epochs  # noqa: E402
 from nmt_lib.run.checkpoint import load_checkpoint, read_payload  # noqa: E402
 from nmt_lib.run.corpus import ParallelCorpus, split_settings  # noqa: E402
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.run.inference import evaluate_checkpoint  # noqa: E402
-from nmt_lib.run.records import write_record  # noqa: E402
+from nmt_lib.run.records import command_line, write_record  # noqa: E402
 from nmt_lib.run.testsets import read_tatoeba_test  # noqa: E402
 
 AVERAGES = (3, 5, 8)
@@ -43,11 +38,10 @@ ALPHAS = (0.6, 0.8, 1.0, 1.2)
 
 def describe(ckpt) -> str:
     cfg = ckpt.model.cfg
-    params = sum(p.numel() for p in ckpt.model.parameters())
     return (
         f"d_model {cfg.d_model}, {cfg.n_layers} + {cfg.n_layers} layers, d_ff"
-        f" {cfg.d_ff}, {len(ckpt.tgt_vocab):,} BPE pieces ({params / 1e6:.1f} M"
-        " parameters)"
+        f" {cfg.d_ff}, {len(ckpt.tgt_vocab):,} BPE pieces ({ckpt.parameters / 1e6:.1f}"
+        " M parameters)"
     )
 
 
@@ -56,11 +50,9 @@ def minutes(ckpt) -> float:
 
 
 def limits(train_pairs, test_pairs) -> dict:
-    """What the public test asks that the training split cannot teach: its sentences
-    holding a word (letters and digits, lowercased) that no training sentence holds, on
-    each side, and its English sentences listed more than once with different references
-    (one translation can match only one of them).
-    """
+    """What the public test asks that the training split cannot teach: sentences with a
+    word no training sentence holds, each side, and English sentences listed more than
+    once (one translation can match only one of their references)."""
     words = lambda text: set(re.findall(r"\w+", text.lower()))
     english = set().union(*(words(s) for s, _ in train_pairs))
     french = set().union(*(words(t) for _, t in train_pairs))
@@ -87,10 +79,8 @@ def main(argv=None) -> int:
         action="append",
         default=[],
         metavar="LABEL=CHECKPOINT",
-        help=(
-            "another candidate of the same data, scored greedily after the earlier"
-            " recipe"
-        ),
+        help="another candidate of the same data, scored greedily after the earlier"
+        " recipe",
     )
     parser.add_argument(
         "--out", type=Path, default=ROOT / "records" / "recipe-tatoeba.json"
@@ -104,8 +94,7 @@ def main(argv=None) -> int:
     rows, corpora = [], {}
 
     def corpus_for(ckpt):
-        """One corpus per data settings (another BPE vocabulary is another), built
-        once."""
+        """One corpus per data settings, built once."""
         key = json.dumps(split_settings(ckpt.payload["data"]), sort_keys=True)
         if key not in corpora:
             corpora[key] = ParallelCorpus.from_settings(
@@ -113,9 +102,7 @@ def main(argv=None) -> int:
             )
         return corpora[key]
 
-    def score(
-        name: str, ckpt, beam: int = 1, alpha: float = 1.0, note: str = ""
-    ) -> dict:
+    def score(name: str, ckpt, beam: int = 1, alpha: float = 1.0, note="") -> dict:
         start = time.perf_counter()
         r = evaluate_checkpoint(
             ckpt,
@@ -201,13 +188,7 @@ def main(argv=None) -> int:
         {
             "kind": "recipe search",
             "title": "Choosing the published recipe on the validation split",
-            "command": shlex.join(
-                [
-                    "python",
-                    "experiments/recipe_search.py",
-                    *(argv if argv is not None else sys.argv[1:]),
-                ]
-            ),
+            "command": command_line("experiments/recipe_search.py", argv),
             "method": (
                 "every candidate translates the distinct English sentences of the run's"
                 " validation split (case kept, the Tatoeba test's sentences left out)"

@@ -20,8 +20,7 @@ def ablation(runs, table, chosen):
     """Each row's validation BLEU read again from its run's checkpoint, and the chosen
     setting's two rows in full: the difference to the reference of the same seed and its
     interval (chapter 4a's paired bootstrap, its defaults)."""
-    import numpy as np
-    from nmt_lib.metrics import paired_bootstrap
+    from nmt_lib.run.records import bleu_interval
 
     wanted = set(table.index) | {("reference", 1), ("reference", 2)}
     missing = sorted(key for key in wanted if key not in runs)
@@ -39,8 +38,7 @@ def ablation(runs, table, chosen):
             )
     for seed in (1, 2):
         mine, base = bleu[chosen, seed], bleu["reference", seed]
-        a, b = paired_bootstrap(mine.counts(), base.counts())
-        low, high = np.percentile(a - b, [2.5, 97.5])
+        low, high = bleu_interval(mine.counts(), base.counts())
         measured = {
             "minus reference": (mine.bleu - base.bleu, 0.05),
             "low": (low, 0.1),

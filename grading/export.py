@@ -14,27 +14,19 @@ from nbgrader.plugins import ExportPlugin
 
 from grading.hidden import ASSIGNMENTS, parts
 
-ORDER = {
-    "points": 0,
-    "writeup": 1,
-    "written": 2,
-    "concepts": 3,
-}  # the kinds of grade cell, as the sources
-# place them
+# the kinds of grade cell, as the sources place them
+ORDER = {"points": 0, "writeup": 1, "written": 2, "concepts": 3}
 
 
 def position(cell: str) -> tuple:
     """Where a grade cell's column goes: its kind (`ORDER`), then its number."""
     _, kind, *number = cell.split("-") + [""]
-    return (
-        ORDER.get(kind, len(ORDER)),
-        int(number[0]) if number[0].isdigit() else 0,
-        cell,
-    )
+    n = int(number[0]) if number[0].isdigit() else 0
+    return ORDER.get(kind, len(ORDER)), n, cell
 
 
 def label(cell: str) -> str:
-    """A grade cell's column: its name, with the task's name for the cells the sandbox
+    """A grade cell's column: its name, and the task's for the cells the sandbox
     scores."""
     assignment, kind, *number = cell.split("-")
     if kind == "points" and assignment in ASSIGNMENTS:
@@ -61,22 +53,13 @@ class TaskCsv(ExportPlugin):
             for student in gradebook.students:
                 if self.student and student.id not in self.student:
                     continue
+                row = {"student": student.id, "assignment": assignment.name}
                 try:
                     gradebook.find_submission(assignment.name, student.id)
                 except MissingEntry:
-                    rows.append(
-                        {
-                            "student": student.id,
-                            "assignment": assignment.name,
-                            "status": "not submitted",
-                        }
-                    )
+                    rows.append({**row, "status": "not submitted"})
                     continue
-                row = {
-                    "student": student.id,
-                    "assignment": assignment.name,
-                    "status": "submitted",
-                }
+                row["status"] = "submitted"
                 total = 0.0
                 for notebook, cell in cells:
                     grade = gradebook.find_grade(
@@ -87,15 +70,11 @@ class TaskCsv(ExportPlugin):
                     total += grade.score or 0.0
                     if grade.needs_manual_grade:
                         row["status"] = "needs manual grading"
-                row["points"], row["out of"] = (
-                    total,
-                    sum(
-                        gradebook.find_grade_cell(
-                            cell, notebook, assignment.name
-                        ).max_score
-                        for notebook, cell in cells
-                    ),
+                out_of = sum(
+                    gradebook.find_grade_cell(cell, nb, assignment.name).max_score
+                    for nb, cell in cells
                 )
+                row["points"], row["out of"] = total, out_of
                 rows.append(row)
         header += ["points", "out of"]
         with open(dest + ".tmp", "w", newline="", encoding="utf-8") as f:

@@ -1,12 +1,7 @@
-"""The hidden tests of the three assignments, for the teacher (left out of the student
-edition): each assignment's tasks, their points, and how a submission is scored.
-
-Each task is scored in two parts: the public grader the assignment notebook already
-shows the student (`nmt_lib.checks`), and hidden cases the student has not seen (other
-sizes, seeds, mask shapes, gradients: `grading/a1.py`, `a2.py` and `a3.py`).
-`grade_in_sandbox(assignment, box)` grades a submission run in the sandbox
-(grading/sandbox.py) and returns one row per task: points earned, points possible, and
-the messages; `tools/grade.py` calls it.
+"""The hidden tests of the three assignments, for the teacher (not in the student
+edition): each assignment's tasks, their points, and how a submission is scored: half
+by the public grader the student sees (`nmt_lib.checks`), half by hidden cases (other
+sizes, seeds, masks, gradients: `grading/a1.py`, `a2.py`, `a3.py`).
 """
 
 import functools
@@ -99,9 +94,8 @@ COURSE = ("nmt_lib", "torch", "d2l")
 
 
 def _refusal(task: Task, name: str, about: dict, errors=()) -> str | None:
-    """Why the submission's `name` cannot be graded for `task`, or None: not defined
-    (`errors`: what its cells raised), None, or the course's own code. `about`: whether
-    the name is defined, whether it is None, its object's module."""
+    """Why the submission's `name` cannot be graded for `task` (not defined, None, or
+    the course's own), or None. `about` as the sandbox's `describe` gives it."""
     if not about["defined"]:
         cells = f" (its cells raised {'; '.join(errors)})" if errors else ""
         return (
@@ -115,23 +109,20 @@ def _refusal(task: Task, name: str, about: dict, errors=()) -> str | None:
     return None
 
 
-# The right letters of every assignment's concept questions, in order: the teacher's
-# only (the student's check says whether each answer is well formed); the reasons are
-# under the questions in the model answers.
+# The right letters of each assignment's concept questions, in order (the reasons are
+# in the model answers).
 CONCEPT_KEYS = {"A1": "cbda", "A2": "dbac", "A3": "bcad"}
 CONCEPT_POINTS = 2  # a right letter
 
 
 def parts(assignment: str) -> list[tuple[str, int]]:
-    """What `grade` scores for `assignment`, in its rows' order: (name, points
-    possible)."""
+    """(name, points possible) of each row `grade` gives for `assignment`."""
     concepts = ("concept questions", CONCEPT_POINTS * len(CONCEPT_KEYS[assignment]))
     return [(task.name, task.points) for task in ASSIGNMENTS[assignment]] + [concepts]
 
 
 def grade_cells(assignment: str) -> list[str]:
-    """The nbgrader grade cell of each row `parts` lists, in order: where `make grade`
-    writes its points."""
+    """The nbgrader grade cell where `make grade` writes each row's points."""
     tasks = [
         f"{assignment}-points-{i}" for i in range(1, len(ASSIGNMENTS[assignment]) + 1)
     ]
@@ -139,10 +130,8 @@ def grade_cells(assignment: str) -> list[str]:
 
 
 def grade_concepts(assignment: str, namespace: dict) -> dict:
-    """The concept questions' row: CONCEPT_POINTS for each right letter in the
-    submission's `my_answers`. Only a plain dict of plain strings counts, so that an
-    object that claims to equal every letter scores nothing.
-    """
+    """The concept questions' row: CONCEPT_POINTS a right letter in `my_answers` (a
+    plain dict of strings: an object equal to every letter scores nothing)."""
     key, answers = CONCEPT_KEYS[assignment], namespace.get("my_answers")
     row = {
         "task": "concept questions",
@@ -169,8 +158,7 @@ def grade_concepts(assignment: str, namespace: dict) -> dict:
 
 
 def _score(task: Task, objs: list, row: dict) -> dict:
-    """Half the task's points for its public grader, half for its hidden cases, given
-    the submission's objects."""
+    """Half the task's points for its public grader, half for its hidden cases."""
     for part, check in (("public", task.public), ("hidden", task.hidden)):
         try:
             message = check(*objs)
@@ -187,9 +175,8 @@ def _score(task: Task, objs: list, row: dict) -> dict:
 
 
 def _rows(assignment: str, refusal, objects) -> list[dict]:
-    """One row per task, {task, points, out_of, messages}: 0 with the reason when
-    `refusal(task, name)` gives one for a name the task needs, else what the graders
-    give `objects(task)`."""
+    """One row per task, {task, points, out_of, messages}: 0 with the reason `refusal`
+    gives for a name the task needs, else what the graders give `objects(task)`."""
     rows = []
     for task in ASSIGNMENTS[assignment]:
         row = {"task": task.name, "points": 0.0, "out_of": task.points, "messages": []}
@@ -212,11 +199,8 @@ def _about(namespace: dict, name: str) -> dict:
 
 
 def grade(assignment: str, namespace: dict, runs: dict | None = None) -> list[dict]:
-    """One row per task, {task, points, out_of, messages}, for a submission's names
-    given in this process, and for assignment 3 its `runs` (`find_runs`): for the tests
-    of the graders themselves. Nothing keeps such a submission from the answers; `make
-    grade` grades in the sandbox (`grade_in_sandbox`).
-    """
+    """One row per task for a submission's names given in this process (and A3's
+    `runs`): for testing the graders. `make grade` uses the sandbox instead."""
     rows = _rows(
         assignment,
         lambda task, name: _refusal(task, name, _about(namespace, name)),
@@ -226,11 +210,8 @@ def grade(assignment: str, namespace: dict, runs: dict | None = None) -> list[di
 
 
 def grade_in_sandbox(assignment: str, box) -> list[dict]:
-    """One row per task for a submission run in the sandbox `box`: each of its names
-    answers through `box.call` (assignment 3's `chosen` and `ablation` through
-    `box.value`) with plain data, and the graders, here, compare; assignment 3's are
-    given the runs beside the notebook. The course's own implementations are absent from
-    the sandbox."""
+    """One row per task for a submission run in the sandbox `box`: its names answer
+    through `box.call` (A3's through `box.value`), and the graders compare here."""
     # the files handed in, not the sandbox's copy
     runs = find_runs(box.notebook.parent / RUNS)
     rows = _rows(

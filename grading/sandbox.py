@@ -1,14 +1,10 @@
 """Where a submission's code runs when it is graded, apart from the answers: a kernel in
-a temporary folder that holds a copy of the course's `nmt_lib` and nothing else of the
-repository (no model answers, hidden tests or graders). In that copy the course's own
-implementations of what the assignment asks for are stubs that raise, written into its
-source before the kernel starts, so no reference to them, however a submission keeps it
-(a default argument, a closure, a partial, its code object, its source, a second
-import), reaches working code. PyTorch's attention is refused, whatever name reaches it,
-while the submission's functions are called (in the assignments whose tasks are
-attention); and only plain data (tensors, numbers, strings, lists, tuples, dicts) comes
-back, read with `torch.load(weights_only=True)`, so the graders, which compare outside,
-never run the submission's objects.
+a temporary folder holding a copy of the course's `nmt_lib` and nothing else of the
+repository. In that copy the course's implementations of what the assignment asks for
+are stubs that raise, written into its source, so no reference to them reaches working
+code. PyTorch's attention is refused while the submission's functions run (where the
+task is attention), and only plain data comes back (`torch.load(weights_only=True)`),
+so the graders, which compare outside, never run the submission's objects.
 
     with Sandbox("A2", notebook) as box:  # runs the notebook's code cells in the kernel
         # a plain value, or the error it raised
@@ -19,14 +15,10 @@ never run the submission's objects.
         mine(x)
         mine.gradients([x], g, ["W_q.weight"])
 
-A course Transformer passed to a submission's function crosses as its settings and
-weights. An error the submission raised comes back as its name and message only, rebuilt
-here as the builtin exception of that name (so a grader's `learner_call` reports it as
-it would in-process); a kernel that gives no answer, or an answer that is not plain
-data, is `CheckFailed`; a pandas table crosses as its index and columns. `make grade`
-grades every assignment here (`grading.hidden.grade_in_sandbox`); assignment 3's runs
-come in as a copy (`carry`), and its graders read the checkpoints the student handed in,
-outside.
+A course Transformer crosses as its settings and weights, a pandas table as its index
+and columns; an error as its name and message, rebuilt here as that builtin exception.
+No answer, or one that is not plain data, is `CheckFailed`. Assignment 3's runs come in
+as a copy (`carry`); its graders read the originals outside.
 """
 
 import ast
@@ -44,7 +36,6 @@ from nmt_lib.checks import CheckFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 # per assignment: module of nmt_lib -> the names a task asks the student to write
-# instead
 WITHHELD = {
     "A1": {
         "multihead": ("MultiHeadAttention",),
@@ -64,8 +55,7 @@ WITHHELD = {
 }
 # the assignments whose tasks are attention itself (A2's model may use PyTorch's)
 REFUSE_ATTENTION = {"A1"}
-# Run first in the kernel: the editable install's finder would reach the repository's
-# own nmt_lib.
+# Run first in the kernel: the editable install's finder would reach the repository.
 PRELUDE = """import sys
 _editable = lambda f: getattr(f, "__module__", "").startswith("__editable__")
 sys.meta_path[:] = [f for f in sys.meta_path if not _editable(f)]
@@ -75,10 +65,9 @@ for _name in [m for m in sys.modules if m.split(".")[0] == "nmt_lib"]:
     del sys.modules[_name]
 sys.path.insert(0, {box!r})
 """
-# Defined after the submission's cells: runs one request on the submission's names and
-# saves the answer. A request calls a name, builds an object kept here behind a handle,
-# calls an object's method, or takes the gradients of an object's output; a course
-# Transformer comes as its settings and weights, and is built here.
+# Defined after the submission's cells: runs one request (call a name, describe or read
+# one, call a kept object's method, or take gradients of its output) and saves the
+# answer; objects stay behind a handle, a course Transformer is built here.
 PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
     import torch
     import torch.nn.functional as F
@@ -174,9 +163,8 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
     except Exception as e:
         import traceback
 
-        # the learner's line, as learner_call finds it (its LIBRARY, written out: a
-        # submission may have taken nmt_lib off the path, and the error must still come
-        # back)
+        # the learner's line, as learner_call finds it (its LIBRARY written out: the
+        # submission may have taken nmt_lib off the path)
         lines = [
             f.line
             for f in traceback.extract_tb(e.__traceback__)[1:]
@@ -195,8 +183,7 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
 """
 
 
-# What a withheld function or class becomes: it raises (a class also refuses to be
-# subclassed).
+# What a withheld function or class becomes: it raises (a class refuses subclasses).
 STUBS = {
     ast.FunctionDef: """def {name}(*args, **kwargs):
     raise NotImplementedError({why!r})
@@ -212,8 +199,7 @@ STUBS = {
 
 
 def withhold(source: str, names) -> str:
-    """`source` with each top-level function or class in `names` replaced by its stub
-    (`STUBS`)."""
+    """`source` with each top-level function or class in `names` made its stub."""
     tree = ast.parse(source)
     for i, node in enumerate(tree.body):
         if type(node) in STUBS and node.name in names:
@@ -227,13 +213,9 @@ def withhold(source: str, names) -> str:
 
 
 def course_copy(assignment: str, folder: Path) -> Path:
-    """A copy of `nmt_lib` in `folder` with the assignment's withheld names stubbed;
-    returns `folder`."""
-    shutil.copytree(
-        ROOT / "nmt_lib",
-        folder / "nmt_lib",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    """A copy of `nmt_lib` in `folder`, the assignment's withheld names stubbed."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "nmt_lib", folder / "nmt_lib", ignore=ignore)
     for module, names in WITHHELD[assignment].items():
         path = folder / "nmt_lib" / f"{module}.py"
         path.write_text(
@@ -242,19 +224,17 @@ def course_copy(assignment: str, folder: Path) -> Path:
     return folder
 
 
-# What a cell that outruns the timeout leaves: the kernel is interrupted (nbclient's
-# timeout fires only with an asynchronous kernel manager), the cell reads as this error,
-# and the next cell runs.
+# A cell past the timeout: the kernel is interrupted (nbclient's timeout needs an async
+# kernel manager), the cell reads as this error, and the next cell runs.
 TIMED_OUT = dict(
     ename="CellTimeoutError", evalue="stopped: it ran past the timeout", traceback=[]
 )
 
 
 class Sandbox:
-    """The submission's notebook run, cell after cell, in a kernel inside a copy of the
-    course (see the module's docstring); `call` then asks it for one of its names'
-    results on plain arguments. One kernel serves every call, so a submission that
-    breaks its own kernel only fails its own later calls."""
+    """The submission's notebook run cell after cell in a kernel inside a copy of the
+    course; `call` then asks for a name's result on plain arguments. One kernel serves
+    every call: a submission that breaks it only fails its own later calls."""
 
     def __init__(
         self, assignment: str, notebook: Path, *, timeout: int = 600, carry=()
@@ -274,8 +254,7 @@ class Sandbox:
             if (self.notebook.parent / folder).is_dir():
                 shutil.copytree(self.notebook.parent / folder, self.folder / folder)
         nb = nbformat.read(self.notebook, as_version=4)
-        # the public check cells are the student's feedback; the graders run them here,
-        # outside
+        # the public check cells are the student's feedback; the graders run outside
         code = [
             c
             for c in nb.cells
@@ -328,9 +307,7 @@ class Sandbox:
 
     def call(self, name: str, *args, **kwargs):
         """`name(*args, **kwargs)` in the submission's kernel: its value as plain data
-        (an object it builds, such as a module, stays there: its `Remote` handle comes
-        back instead), or the error it raised (`raised`).
-        """
+        (a `Remote` for an object it built), or the error it raised."""
         answer = self._ask("call", name, args, kwargs)
         # what the call did to the arguments it was given
         for mine, after in zip(args, answer["args"]):
@@ -344,8 +321,7 @@ class Sandbox:
         return answer["value"]
 
     def describe(self, name: str) -> dict:
-        """What `name` is in the submission's kernel: defined, None, its module,
-        callable."""
+        """Whether `name` is defined, None, callable in the kernel; its module."""
         return self._ask("describe", name, (), {})
 
     def value(self, name: str):
@@ -400,10 +376,8 @@ class Sandbox:
 
 
 class Remote(nn.Module):
-    """An object the submission built, kept in its kernel: calling it,
-    `load_state_dict`, `eval` and `gradients` run there. An `nn.Module` here, so that
-    the graders' checks that a learner's module is one pass.
-    """
+    """An object the submission built, kept in its kernel, where its calls run; an
+    `nn.Module` here, as the graders check."""
 
     def __init__(self, box: Sandbox, handle: int):
         super().__init__()
@@ -424,9 +398,8 @@ class Remote(nn.Module):
         return self
 
     def gradients(self, inputs, weights, parameters=(), *args, **kwargs):
-        """The gradients of sum(output * weights) with respect to `inputs` (the first
-        arguments) and the named `parameters`, computed in the submission's kernel; None
-        where none reaches."""
+        """The gradients of sum(output * weights) for `inputs` (the first arguments)
+        and the named `parameters`, in the kernel; None where none reaches."""
         return self._box._ask(
             "gradients",
             list(parameters),
@@ -438,8 +411,7 @@ class Remote(nn.Module):
         )
 
 
-# The builtin exceptions a submission's error comes back as (the graders catch some,
-# such as ValueError); any other is reported by its name in a RuntimeError.
+# The builtin exceptions a submission's error comes back as; another is a RuntimeError.
 BUILTIN_ERRORS = {
     e.__name__: e
     for e in [ValueError, TypeError, RuntimeError, IndexError, KeyError, NameError]
@@ -449,8 +421,7 @@ BUILTIN_ERRORS = {
 
 
 def raised(name: str, message: str, line: str = "") -> Exception:
-    """The error the submission raised, rebuilt here from its name, message and line
-    only (never unpickled); `learner_call` reports the line as the learner's."""
+    """The submission's error rebuilt from its name, message and line (no pickle)."""
     error = BUILTIN_ERRORS.get(name)
     error = error(message) if error else RuntimeError(f"{name}: {message}")
     error.learner_line = line
@@ -458,8 +429,7 @@ def raised(name: str, message: str, line: str = "") -> Exception:
 
 
 def sent(value):
-    """`value` as plain data for the submission's kernel: a course Transformer as its
-    settings and weights, a `Remote` as its handle."""
+    """`value` as plain data for the kernel: a Transformer, a `Remote` as its handle."""
     from dataclasses import asdict
 
     from nmt_lib.transformer import Transformer
@@ -474,8 +444,7 @@ def sent(value):
 
 
 def received(box: Sandbox, value):
-    """An answer with each handle to an object in the submission's kernel made a
-    `Remote`."""
+    """An answer with each handle made a `Remote`, each table a DataFrame."""
     if isinstance(value, dict) and set(value) == {"__object__"}:
         return Remote(box, value["__object__"])
     if isinstance(value, dict) and set(value) == {"__table__"}:

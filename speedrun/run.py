@@ -5,25 +5,15 @@ record, and render the record table.
 
     # one record
     python speedrun/run.py quick NAME "what it changes" --on BASE -- TRAIN OPTIONS ...
-    # go on after a stop
+    # go on after a stop, for the minutes the checkpoint has left
     python speedrun/run.py main NAME "what it changes" --on BASE --resume -- TRAIN ...
     # records/speedrun.json from speedrun/records/
     python speedrun/run.py --table
 
 A run is `python speedrun/train.py --exclude tatoeba --time-limit BUDGET --threads 2`
-(the library's `train`, with --warmdown, --ema and --bpe-dropout besides) with the
-options given: the course's fra.txt without the test's sentences, trained for the
-track's minutes (quick 30, main 180; the clock of `--time-limit`, which starts once the
-corpus is ready). Then the length penalty of beam 4 is chosen among ALPHAS on 1,000
-validation sentences, and the public Tatoeba test is translated greedily and with beam
-4, scored by sacreBLEU. The record, speedrun/records/TRACK-NAME.json, holds the
-commands, the training time and the CPU, the scores, and each test sentence's BLEU
-counts (chapter 4a's), from which the table gives a record's gain over the record it
-builds on (`--on`), with its paired-bootstrap interval.
-
-A run stopped before its budget (a closed laptop, the end of a working session: Ctrl-C,
-or a kill, which loses the updates since the last checkpoint) goes on with `--resume`,
-for the minutes its checkpoint has left; the record lists the sessions it trained in.
+with the options given; then beam 4's length penalty is chosen among ALPHAS on 1,000
+validation sentences, and the test is translated greedily and with beam 4. The record
+keeps each test sentence's BLEU counts, for the gain over the record it builds on.
 """
 
 import argparse
@@ -36,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nmt_lib.run.records import RECORDS, write_record  # noqa: E402
+from nmt_lib.run.records import RECORDS, bleu_interval, write_record  # noqa: E402
 
 TRACKS = {"quick": 30, "main": 180}  # minutes of training on two CPU cores
 ALPHAS = (0.6, 1.0, 1.4)  # length penalties tried for beam 4 on the validation split
@@ -45,8 +35,7 @@ RUNS = ROOT / "runs" / "speedrun"
 
 
 def sentence_counts(hypotheses, references) -> list[str]:
-    """Each test sentence's BLEU counts (`sacrebleu_counts`, what the paired bootstrap
-    draws) as one string of numbers, so that a record holds a line per sentence."""
+    """Each test sentence's BLEU counts as a string of numbers: a line a sentence."""
     from nmt_lib.run.inference import sacrebleu_counts
 
     return [
@@ -60,13 +49,10 @@ def counts_of(record: dict) -> list[list[int]]:
 
 
 def read_records(track: str | None = None) -> list[dict]:
-    """The records of speedrun/records/ (one track's, if named), each track's in the
-    order they were made."""
+    """The records of speedrun/records/ (one track's, if named), in the order made."""
+    files = (HERE / "records").glob("*.json")
     records = sorted(
-        (
-            json.loads(p.read_text(encoding="utf-8"))
-            for p in (HERE / "records").glob("*.json")
-        ),
+        (json.loads(p.read_text(encoding="utf-8")) for p in files),
         key=lambda r: (list(TRACKS).index(r["track"]), r["recorded"]),
     )
     return [r for r in records if track in (None, r["track"])]
@@ -81,18 +67,10 @@ def training(r: dict) -> str:
 
 
 def gain(mine: dict, theirs: dict) -> str:
-    """`mine`'s beam-4 score less `theirs`', with the paired bootstrap's 95% interval
-    over the test sentences."""
-    import numpy as np
-
-    from nmt_lib.metrics import paired_bootstrap
-
-    a, b = paired_bootstrap(counts_of(mine), counts_of(theirs))
-    low, high = np.percentile(a - b, [2.5, 97.5])
-    return (
-        f"{mine['beam4']['sacrebleu'] - theirs['beam4']['sacrebleu']:+.2f} ({low:+.2f}"
-        f" to {high:+.2f})"
-    )
+    """`mine`'s beam-4 score less `theirs`', with its 95% interval."""
+    low, high = bleu_interval(counts_of(mine), counts_of(theirs))
+    gained = mine["beam4"]["sacrebleu"] - theirs["beam4"]["sacrebleu"]
+    return f"{gained:+.2f} ({low:+.2f} to {high:+.2f})"
 
 
 def run(
@@ -102,15 +80,12 @@ def run(
     on: str | None,
     options: list[str],
     *,
-    limit: int | None = None,
     resume: bool = False,
     average: int = 1,
 ) -> Path:
     """Train, score and write the record; `resume` goes on with the run's checkpoint for
-    the budget it has left; `average` > 1 scores the mean of the final weights and the
-    last `average` - 1 epoch ends (kept by the training option --keep-last); `limit`
-    scores only the test's first lines (for trying the script).
-    """
+    the budget left; `average` > 1 scores the mean of the final weights and the last
+    `average` - 1 epoch ends (kept by --keep-last)."""
     import torch
 
     from nmt_lib.run.average import average_checkpoints, kept_epochs
@@ -139,14 +114,8 @@ def run(
         )
     where = ["--out", str(out.relative_to(ROOT))]
     base = ["speedrun/train.py", *where, "--threads", "2", "--progress", "lines"]
-    train = [
-        *base,
-        "--exclude",
-        "tatoeba",
-        "--time-limit",
-        str(TRACKS[track]),
-        *options,
-    ]
+    train = [*base, "--exclude", "tatoeba", "--time-limit", str(TRACKS[track])]
+    train += options
     command = train
     if resume:
         progress = read_payload(out, "cpu")["progress"]
@@ -159,16 +128,12 @@ def run(
     RUNS.mkdir(parents=True, exist_ok=True)
     if command is not None:
         with open(log, "a" if resume else "w") as err:
-            if (
-                subprocess.run(
-                    [sys.executable, *command], cwd=ROOT, stderr=err
-                ).returncode
-                != 0
-            ):
-                raise SystemExit(
-                    f"speedrun: training stopped or failed; see {log}, and go on with"
-                    " --resume"
-                )
+            trained = subprocess.run([sys.executable, *command], cwd=ROOT, stderr=err)
+        if trained.returncode != 0:
+            raise SystemExit(
+                f"speedrun: training stopped or failed; see {log}, and go on with"
+                " --resume"
+            )
     scored = out
     # trained with --ema: the model is it
     if average == 1 and read_payload(out, "cpu").get("ema") is not None:
@@ -196,30 +161,18 @@ def run(
         for a in ALPHAS
     }
     alpha = max(valid, key=valid.get)
-    greedy, beam = (
-        evaluate_public(ckpt, beam=1, limit=limit),
-        evaluate_public(ckpt, beam=4, alpha=alpha, limit=limit),
-    )
+    greedy, beam = evaluate_public(ckpt), evaluate_public(ckpt, beam=4, alpha=alpha)
     progress = ckpt.payload["progress"]
+    again = ["python", "speedrun/run.py", track, name, change]
+    again += ["--on", on] if on else []
+    again += ["--average", str(average)] if average > 1 else []
     record = {
         "kind": "speedrun",
         "track": track,
         "name": name,
         "change": change,
         "on": on,
-        "command": shlex.join(
-            [
-                "python",
-                "speedrun/run.py",
-                track,
-                name,
-                change,
-                *(["--on", on] if on else []),
-                *(["--average", str(average)] if average > 1 else []),
-                "--",
-                *options,
-            ]
-        ),
+        "command": shlex.join([*again, "--", *options]),
         "train_command": shlex.join(["python", *train]),
         "budget_minutes": TRACKS[track],
         "training_minutes": progress["seconds"] / 60,
@@ -242,26 +195,17 @@ def run(
 
 
 def write_table(path: Path, table: dict) -> Path:
-    """`write_record`, unless the file holds this table already: rendering again changes
-    no file."""
-    if (
-        path.exists()
-        and {
-            k: v
-            for k, v in json.loads(path.read_text(encoding="utf-8")).items()
-            if k not in ("recorded", "machine")
-        }
-        == table
-    ):
+    """`write_record`, unless the file holds this table already."""
+    held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    stamps = ("recorded", "machine")
+    if {k: v for k, v in held.items() if k not in stamps} == table:
         return path
     return write_record(path, table)
 
 
 def table() -> Path:
-    """records/speedrun.json: a row per record, each track in the order its records were
-    made; and records/speedrun-best.json, the README's: each track's highest-scoring
-    record (beam 4), without its command.
-    """
+    """records/speedrun.json, a row per record in the order made, and the README's
+    records/speedrun-best.json: each track's best beam-4 record, without its command."""
     records = read_records()
     named = {(r["track"], r["name"]): r for r in records}
     rows = []
@@ -282,24 +226,13 @@ def table() -> Path:
                 f"`{r['command']}`",
             ]
         )
-    columns = [
-        "track",
-        "record",
-        "what it changes",
-        "test BLEU, beam 4",
-        "greedy",
-        "gain over the record it builds on (95% interval)",
-        "training",
-        "CPU",
-        "command",
-    ]
-    best = {}  # track -> (row, record), tracks in order
+    columns = ["track", "record", "what it changes", "test BLEU, beam 4", "greedy"]
+    gained = "gain over the record it builds on (95% interval)"
+    columns += [gained, "training", "CPU", "command"]
+    best = {}  # track -> (row, beam-4 score), tracks in order
     for row, r in zip(rows, records):
-        if (
-            r["track"] not in best
-            or r["beam4"]["sacrebleu"] > best[r["track"]][1]["beam4"]["sacrebleu"]
-        ):
-            best[r["track"]] = row, r
+        if r["beam4"]["sacrebleu"] > best.get(r["track"], (None, -1.0))[1]:
+            best[r["track"]] = row, r["beam4"]["sacrebleu"]
     write_table(
         RECORDS / "speedrun-best.json",
         {
@@ -336,12 +269,8 @@ def table() -> Path:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("track", nargs="?", choices=list(TRACKS))
-    parser.add_argument(
-        "name", nargs="?", help="the record's name: letters, digits and dashes"
-    )
-    parser.add_argument(
-        "change", nargs="?", help="what the run changes, in a few words"
-    )
+    parser.add_argument("name", nargs="?", help="the record's name: letters, digits, -")
+    parser.add_argument("change", nargs="?", help="what the run changes, in words")
     parser.add_argument(
         "--on", help="the record of this track that the run changes (none: a baseline)"
     )
@@ -350,39 +279,22 @@ def main(argv=None) -> int:
         type=int,
         default=1,
         metavar="N",
-        help=(
-            "score the mean of the final weights and the last N - 1 epoch ends (train"
-            " with --keep-last N - 1 or more)"
-        ),
+        help="score the mean of the final weights and the last N - 1 epoch ends (train"
+        " with --keep-last N - 1 or more)",
     )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="go on with the run's checkpoint for its budget's rest",
-    )
-    parser.add_argument(
-        "--table", action="store_true", help="only render records/speedrun.json"
-    )
+    parser.add_argument("--resume", action="store_true", help="go on with the run")
+    parser.add_argument("--table", action="store_true", help="only render the table")
     args, options = parser.parse_known_args(argv)
     options = [o for o in options if o != "--"]
     if not args.table:
-        if (
-            not (args.track and args.name and args.change)
-            or not args.name.replace("-", "").isalnum()
-        ):
+        named = args.track and args.name and args.change
+        if not named or not args.name.replace("-", "").isalnum():
             parser.error(
                 "give the track, a name (letters, digits, dashes) and what the run"
                 " changes"
             )
-        written = run(
-            args.track,
-            args.name,
-            args.change,
-            args.on,
-            options,
-            resume=args.resume,
-            average=args.average,
-        )
+        what = args.track, args.name, args.change, args.on, options
+        written = run(*what, resume=args.resume, average=args.average)
         print(f"speedrun: wrote {written}")
     print(f"speedrun: wrote {table()}")
     return 0

@@ -1,10 +1,8 @@
 #!/usr/bin/env python3
-"""`python -m nmt_lib train` with what the speedrun's records tried besides: a
-warm-down of the learning rate (`--warmdown F`), a moving average of the weights
-(`--ema DECAY`) and BPE-dropout (`--bpe-dropout P`). Each checkpoint also records the
-run's sittings: on which CPU or GPU, with how many threads, each stretch of training ran
-(a record shows them; assignment 3's rules check them). Every other option is the
-library's, and a run resumes as the library's do.
+"""`python -m nmt_lib train` with what the speedrun's records tried besides: a warm-down
+of the learning rate (`--warmdown F`), a moving average of the weights (`--ema DECAY`)
+and BPE-dropout (`--bpe-dropout P`). Each checkpoint also records the run's sittings
+(where and with how many threads each stretch ran), which assignment 3's rules check.
 
     python -m speedrun.train --out runs/ema.pt --ema 0.999 --time-limit 30 ...
     python -m speedrun.train --ema-out runs/ema.pt runs/ema.ema.pt  # the average alone
@@ -68,9 +66,7 @@ class SpeedrunSettings(RunSettings):
 
 
 def new_sitting(progress: dict, device, world: int) -> dict:
-    """A stretch of a run that starts now: where it computes (CPU or GPU, threads,
-    processes) from which update. `close_sitting` enters it in `progress["sessions"]`
-    once it has made an update."""
+    """A stretch of a run that starts now: where it computes, from which update."""
     if device.type == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
@@ -85,8 +81,7 @@ def new_sitting(progress: dict, device, world: int) -> dict:
 
 
 def close_sitting(progress: dict, sitting: dict, seconds: float):
-    """Bring `sitting` up to date; it joins `progress["sessions"]` at its first
-    update."""
+    """Bring `sitting` up to date; it joins `progress["sessions"]` once it updated."""
     sitting.update(to_update=progress["step"], seconds=round(seconds, 1))
     sittings = progress.setdefault("sessions", [])
     if sitting["to_update"] > sitting["from_update"] and sitting not in sittings:
@@ -94,11 +89,10 @@ def close_sitting(progress: dict, sitting: dict, seconds: float):
 
 
 class Resegmenting(BucketSampler):
-    """BPE-dropout (Provilkov et al., 2020): at each epoch, before its batches are cut,
-    `set_epoch` segments every training pair anew by SentencePiece's sampling, which
-    skips each merge with probability `dropout`, and puts the pieces in `dataset`. A
-    pair whose drawn pieces would need more than `max_len` positions, or `max_tokens`,
-    keeps its usual ones. The seed is the epoch's, so a resumed run draws the same."""
+    """BPE-dropout (Provilkov et al., 2020): each epoch, `set_epoch` segments every
+    training pair anew by SentencePiece's sampling (each merge skipped with probability
+    `dropout`), seeded by the epoch; a pair too long for `max_len` or `max_tokens` keeps
+    its usual pieces."""
 
     def __init__(self, dataset, pairs, dropout: float, max_len: int, **kwargs):
         self.dataset, self.pairs = dataset, pairs
@@ -110,8 +104,7 @@ class Resegmenting(BucketSampler):
         import sentencepiece as spm
 
         super().set_epoch(epoch)
-        # SentencePiece's generator is the process's, seeded here; an encode on one
-        # thread draws from it in order
+        # the process's generator: an encode on one thread draws from it in order
         spm.set_random_generator_seed(self.seed + epoch)
         vocabs = self.dataset.src_vocab, self.dataset.tgt_vocab
         drawn = [
@@ -135,8 +128,7 @@ class Resegmenting(BucketSampler):
 
 
 class Resegmented:
-    """A corpus whose training loader draws new subword pieces each epoch
-    (`Resegmenting`); everything else is the corpus's own."""
+    """A corpus whose training loader draws new subword pieces each epoch."""
 
     def __init__(self, corpus, dropout: float, max_len: int):
         if not isinstance(corpus.tgt_vocab, SubwordVocab):
@@ -170,8 +162,7 @@ class Resegmented:
 
 
 class Speedrun(Run):
-    """The library's run, and the warm-down, the moving average, BPE-dropout and the
-    sittings."""
+    """The library's run with the warm-down, moving average, BPE-dropout, sittings."""
 
     settings_class = SpeedrunSettings
     command = "python -m speedrun.train"
@@ -192,9 +183,8 @@ class Speedrun(Run):
         return Resegmented(self.data, self.settings.bpe_dropout, model.cfg.max_len)
 
     def after_update(self) -> bool:
-        # both before the checkpoint the update may write, which a resumed run starts
-        # from: the moving average, and the next update's rate (the schedule's times
-        # what the warm-down leaves)
+        # before the checkpoint a resumed run starts from: the moving average, and the
+        # next update's rate (the schedule's times what the warm-down leaves)
         if self.ema is not None:
             self.ema.update_parameters(self.model)
         if self.settings.warmdown:
@@ -205,9 +195,8 @@ class Speedrun(Run):
         return super().after_update()
 
     def warmdown_left(self, step: int) -> float:
-        """1 until the last `warmdown` fraction of the budget, then falling linearly to
-        0 at its end. The budget is the time limit (counting the minutes of earlier
-        sittings; each rank takes the ranks' mean, so all agree), else max_steps."""
+        """1 until the last `warmdown` fraction of the budget (the time limit, with
+        earlier sittings' minutes, the ranks' mean; else max_steps), then down to 0."""
         if self.settings.time_limit is not None:
             spent = self.spent_before + time.perf_counter() - self.start
             budget = self.spent_before + 60 * self.settings.time_limit
@@ -225,8 +214,8 @@ class Speedrun(Run):
 
 
 def ema_checkpoint(path, out) -> Path:
-    """Write to `out` the moving average of the weights that the checkpoint at `path`
-    keeps (`--ema`), as a model of its own, which translates like any checkpoint."""
+    """Write to `out` the moving average of the weights (`--ema`) the checkpoint at
+    `path` keeps, as a checkpoint of its own."""
     path, out = Path(path), Path(out)
     refuse_a_runs_checkpoint(out)
     payload = load_checkpoint(path, device="cpu").payload

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Grade assignments: a class with nbgrader (collect, autograde, feedback, export), its
 points for each coded task and the concept questions from the grading sandbox; or one
-notebook, its points printed.
+notebook, its points printed (book/teachers.md).
 
     # or: make grade ASSIGNMENT=A1 SUBMISSIONS=path/to/class/
     python tools/grade.py A1 path/to/class/
@@ -10,24 +10,12 @@ notebook, its points printed.
     # one notebook: make grade ASSIGNMENT=A1 SUBMISSION=...
     python tools/grade.py A1 submission.ipynb
 
-A class folder holds one folder per student, named by the student's id, with the
-notebook (and for assignment 3 its runs/a3/ beside it). They are copied into an nbgrader
-course folder (course/ beside the class folder, or --course), where `nbgrader autograde`
-runs each notebook and formgrader shows the written answers to grade by hand. Each
-submission is also graded in the sandbox, a few at a time (`--jobs`, the cores shared
-out as threads), each stopped after `--limit` seconds; its points go into the gradebook
-as each task cell's score, the graders' sentences as comments. Then `nbgrader
-generate_feedback` and `nbgrader export` (one CSV row per student with each graded
-cell's points: grading/export.py). After grading the written answers in formgrader,
-export again: `nbgrader export --exporter=grading.export.TaskCsv --to grades.csv` in the
-course folder, with this repository on PYTHONPATH.
-
-The submission runs cell after cell in the grading sandbox (grading/sandbox.py), apart
-from the answers; a cell that raises does not stop the others (its task then scores what
-the names it defined earn). The graders compare in this process. Assignment 3 is graded
-from the runs handed in beside the notebook (runs/a3/): its checkpoints are translated,
-and nothing is trained. Exit status 0 once graded, whatever the score; 2 for a usage
-error (an unknown assignment, a file that is not a notebook).
+A class folder holds a folder per student id, with the notebook (and A3's runs/a3/).
+They are copied into an nbgrader course folder (course/ beside it, or --course) and
+autograded; each submission is graded in the sandbox (grading/sandbox.py), `--jobs` at a
+time, and its points and the graders' sentences go into the gradebook; then feedback
+and a CSV row per student (grading/export.py). Exit status 0 once graded, whatever the
+score; 2 for a usage error.
 """
 
 import argparse
@@ -50,10 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_submission(
     assignment: str, path: Path, timeout: int
 ) -> tuple[list[dict], list[str]]:
-    """The graded rows, and the errors the submission's own cells raised (first line of
-    each). The submission runs in the sandbox (grading/sandbox.py), apart from the
-    answers and the graders, which compare here; assignment 3's graders read the
-    checkpoints in runs/a3/ beside the notebook."""
+    """The graded rows, and the first line of each error the submission's cells raised;
+    the graders compare here, and A3's read the checkpoints in runs/a3/."""
     import pandas  # noqa: F401  (the graders' modules, imported before any submission runs)
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
@@ -91,17 +77,16 @@ def grade_apart(
     }
     with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
         scores = Path(tmp) / "scores.json"
+        command = [
+            sys.executable,
+            __file__,
+            assignment,
+            str(path),
+            "--json",
+            str(scores),
+        ]
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                assignment,
-                str(path),
-                "--json",
-                str(scores),
-                "--timeout",
-                str(timeout),
-            ],
+            [*command, "--timeout", str(timeout)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -113,23 +98,16 @@ def grade_apart(
             # its kernel follows: a kernel ends when the process that started it does
             proc.kill()
             proc.communicate()
-            return {
-                "status": f"not graded: stopped after {limit} s (--limit)",
-                "rows": [],
-                "errors": [],
-            }
+            why = f"stopped after {limit} s (--limit)"
+            return {"status": f"not graded: {why}", "rows": [], "errors": []}
         if not scores.exists():
             last = ((err or "").strip().splitlines() or ["no output"])[-1]
-            return {
-                "status": "not graded: " + last.removeprefix("grade: "),
-                "rows": [],
-                "errors": [],
-            }
+            why = last.removeprefix("grade: ")
+            return {"status": f"not graded: {why}", "rows": [], "errors": []}
         return {"status": "graded", **json.loads(scores.read_text())}
 
 
-# ---- a class: nbgrader's course folder, its autograde and feedback, the sandbox's
-# points, nbgrader's export ----
+# ---- a class: nbgrader's course folder, autograde, the sandbox's points, export ----
 SOURCES = ROOT / "solutions" / "assignments"
 # The grading processes read and write compiled modules here, not in the repository's
 # __pycache__ folders, where a submission's kernel could leave a forged one for them to
@@ -149,24 +127,16 @@ c.Execute.timeout = {timeout}
 def nbgrader(course: Path, *args: str):
     """One nbgrader command in the course folder `course`; its failure stops the
     grading, with its message."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
-        ),
-        # compiled modules where a submission does not look
-        "PYTHONPYCACHEPREFIX": (PYCACHE),
-        "PATH": os.pathsep.join(
-            [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
-        ),
-    }  # its alembic
-    run = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=PYCACHE)  # where no submission looks
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), env.get("PYTHONPATH")])
     )
+    # nbgrader's alembic
+    env["PATH"] = os.pathsep.join(
+        [str(Path(sys.executable).parent), env.get("PATH", "")]
+    )
+    command = [sys.executable, "-m", "nbgrader", *args]
+    run = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"grade: nbgrader {args[0]} failed:\n{run.stderr[-3000:]}")
     return run
@@ -186,8 +156,7 @@ def set_up(assignment: str, course: Path, timeout: int) -> str:
 
 
 def link_or_copy(src: str, dst: str):
-    """A hard link to `src` at `dst`, or a copy where the two are on different file
-    systems."""
+    """A hard link to `src` at `dst`, or a copy across file systems."""
     try:
         os.link(src, dst)
     except OSError:
@@ -195,10 +164,9 @@ def link_or_copy(src: str, dst: str):
 
 
 def collect(assignment: str, name: str, submissions: Path, course: Path) -> list[str]:
-    """Each student's folder in `submissions` (a notebook, and for A3 the runs beside
-    it) copied where nbgrader's `collect` leaves it, submitted/STUDENT/ASSIGNMENT/, and
-    the student added to the gradebook; returns the students. A folder with no notebook,
-    or several, is named and left out."""
+    """Copy each student's folder in `submissions` (one notebook, and A3's runs) to
+    submitted/STUDENT/ASSIGNMENT/, as nbgrader's `collect` does, and add the student to
+    the gradebook; returns the students. A folder without one notebook is left out."""
     from nbgrader.api import Gradebook
     from nmt_lib.checks.a3 import RUNS
 
@@ -227,8 +195,7 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
 
 
 def answer_cells(source: Path) -> dict:
-    """{grade cell: the answer cell at or before it} in an nbgrader source: where a
-    grade's comment goes."""
+    """{grade cell: the answer cell at or before it}: where a grade's comment goes."""
     answer, last = {}, None
     for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
@@ -238,11 +205,9 @@ def answer_cells(source: Path) -> dict:
 
 
 def record(assignment: str, name: str, course: Path, results: dict):
-    """The sandbox's points for each task into each student's gradebook (as the grade
-    cell's automatic score, which formgrader shows and a manual grade overrides), the
-    graders' sentences as the comment on the answer cell before it; 0 for every task
-    when a submission could not be graded. `results`: {student: what `grade_apart`
-    gave}."""
+    """The sandbox's points for each task as its grade cell's automatic score (a manual
+    grade overrides it), the graders' sentences as the answer cell's comment; 0 when a
+    submission could not be graded. `results`: {student: what `grade_apart` gave}."""
     from nbgrader.api import Gradebook, MissingEntry
     from grading.hidden import grade_cells
 
@@ -254,10 +219,8 @@ def record(assignment: str, name: str, course: Path, results: dict):
         for student, result in results.items():
             for cell, row in zip(cells, result["rows"] or [None] * len(cells)):
                 grade = gb.find_grade(cell, Path(name).stem, assignment, student)
-                grade.auto_score, grade.needs_manual_grade = (
-                    (row["points"] if row else 0.0),
-                    False,
-                )
+                grade.auto_score = row["points"] if row else 0.0
+                grade.needs_manual_grade = False
                 try:
                     comment = gb.find_comment(
                         answer[cell], Path(name).stem, assignment, student
@@ -279,11 +242,9 @@ def grade_course(
     limit: int,
     timeout: int,
 ) -> str:
-    """A class graded: nbgrader's collect (from `submissions`, else what submitted/
-    holds) and autograde, the sandbox's points for each submission (`jobs` at a time,
-    each stopped after `limit` seconds) written into the gradebook, nbgrader's feedback,
-    and one CSV row per student from nbgrader's export.
-    """
+    """A class graded: collect (from `submissions`, else submitted/), autograde, the
+    sandbox's points (`jobs` at a time, each stopped after `limit` s), feedback, and
+    one CSV row per student."""
     start = time.perf_counter()
     name = set_up(assignment, course, timeout)
     if submissions is not None:
@@ -298,12 +259,9 @@ def grade_course(
     nbgrader(course, "autograde", assignment, "--force")
     threads = max(1, (os.cpu_count() or 1) // jobs)
     paths = [course / "submitted" / s / assignment / name for s in students]
+    grade_one = lambda p: grade_apart(assignment, p, threads, limit, timeout)
     with ThreadPoolExecutor(jobs) as pool:
-        results = list(
-            pool.map(
-                lambda p: grade_apart(assignment, p, threads, limit, timeout), paths
-            )
-        )
+        results = list(pool.map(grade_one, paths))
     record(assignment, name, course, dict(zip(students, results)))
     nbgrader(course, "generate_feedback", assignment, "--force")
     nbgrader(
@@ -336,45 +294,25 @@ def main(argv=None) -> int:
         "submission",
         type=Path,
         nargs="?",
-        help=(
-            "a student's .ipynb, or a folder with one folder per student (none:"
-            " --course's)"
-        ),
+        help="a student's .ipynb, or a folder with one folder per student (none:"
+        " --course's)",
     )
     parser.add_argument(
         "--course",
         type=Path,
-        help=(
-            "the nbgrader course folder a class is graded in "
-            "(default: course/ beside the folder of submissions)"
-        ),
+        help="the nbgrader course folder a class is graded in (default: course/ beside"
+        " the folder of submissions)",
+    )
+    parser.add_argument("--json", type=Path, help="one notebook's scores, also here")
+    parser.add_argument(
+        "--timeout", type=int, default=1800, help="seconds a cell (1800)"
     )
     parser.add_argument(
-        "--json", type=Path, help="one notebook's scores, also written here"
+        "--csv", type=Path, help="a class's grades (default: COURSE/grades-A1.csv)"
     )
-    parser.add_argument(
-        "--timeout",
-        type=int,
-        default=1800,
-        help="seconds allowed per cell (default 1800)",
-    )
-    parser.add_argument(
-        "--csv",
-        type=Path,
-        help="a class's grades (default: grades-A1.csv in the course folder)",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="submissions at once (default: CPUs)",
-    )
-    parser.add_argument(
-        "--limit",
-        type=int,
-        default=1800,
-        help="seconds per submission in a class (default 1800)",
-    )
+    cpus = os.cpu_count() or 1
+    parser.add_argument("--jobs", type=int, default=cpus, help="submissions at once")
+    parser.add_argument("--limit", type=int, default=1800, help="seconds each (1800)")
     args = parser.parse_args(argv)
     if args.limit < 1 or args.jobs < 1:
         parser.error("--limit and --jobs must be at least 1")
@@ -390,17 +328,8 @@ def main(argv=None) -> int:
             )
         course = args.course or args.submission.resolve().parent / "course"
         out = args.csv or course / f"grades-{args.assignment}.csv"
-        print(
-            grade_course(
-                args.assignment,
-                course,
-                args.submission,
-                out,
-                args.jobs,
-                args.limit,
-                args.timeout,
-            )
-        )
+        how = args.jobs, args.limit, args.timeout
+        print(grade_course(args.assignment, course, args.submission, out, *how))
         return 0
     if args.submission.suffix != ".ipynb" or not args.submission.is_file():
         parser.error(
@@ -410,18 +339,9 @@ def main(argv=None) -> int:
     rows, errors = run_submission(args.assignment, args.submission, args.timeout)
     print(report(args.assignment, args.submission, rows, errors))
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "assignment": args.assignment,
-                    "submission": str(args.submission),
-                    "rows": rows,
-                    "errors": errors,
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+        graded = {"assignment": args.assignment, "submission": str(args.submission)}
+        graded |= {"rows": rows, "errors": errors}
+        args.json.write_text(json.dumps(graded, indent=1) + "\n")
     return 0
 
 

@@ -23,12 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_lib.run.checkpoint import load_checkpoint  # noqa: E402
 from nmt_lib.run.inference import search_name, translate_lines  # noqa: E402
-from nmt_lib.run.published import (  # noqa: E402
-    MODELS,
-    PUBLISHED,
-    export_model,
-    load_published,
-)
+from nmt_lib.run.published import MODELS, PUBLISHED, export_model  # noqa: E402
+from nmt_lib.run.published import load_published  # noqa: E402
 from tools.render_tables import figure, rendered, table  # noqa: E402
 
 LIMIT_MB = 25  # the most the course ships in models/
@@ -49,39 +45,22 @@ def card_tables(ckpt, records: list[dict]) -> dict:
     payload, progress = ckpt.payload, ckpt.payload.get("progress") or {}
     data = dict(payload["data"])
     excluded = data.pop("excluded", None) or {}
-    params = sum(p.numel() for p in ckpt.model.parameters())
     rows = lambda d: [[k, figure(v)] for k, v in d.items()]
     training = rows(payload["train"]) + [
         ["updates trained", f"{ckpt.step:,}"],
         ["epochs trained", progress.get("epoch", 1) - 1],
     ]
-    training += [
-        [
-            f"session {i}",
-            (
-                f"updates {s['from_update']:,} to {s['to_update']:,}:"
-                f" {s['seconds'] / 60:.1f} min on {s['machine']}"
-            ),
-        ]
-        for i, s in enumerate(progress.get("sessions") or [], 1)
-    ]
-    if isinstance(payload.get("averaged"), dict):
-        training.append(
-            [
-                "averaged",
-                (
-                    "the moving average of the weights, decay"
-                    f" {payload['averaged']['ema']}"
-                ),
-            ]
-        )
-    elif payload.get("averaged"):
-        training.append(
-            [
-                "averaged: the mean of the epoch ends at updates",
-                ", ".join(f"{u:,}" for u in payload["averaged"]),
-            ]
-        )
+    for i, s in enumerate(progress.get("sessions") or [], 1):
+        updates = f"updates {s['from_update']:,} to {s['to_update']:,}"
+        where = f"{s['seconds'] / 60:.1f} min on {s['machine']}"
+        training.append([f"session {i}", f"{updates}: {where}"])
+    averaged = payload.get("averaged")
+    if isinstance(averaged, dict):
+        ema = f"the moving average of the weights, decay {averaged['ema']}"
+        training.append(["averaged", ema])
+    elif averaged:
+        updates = ", ".join(f"{u:,}" for u in averaged)
+        training.append(["averaged: the mean of the epoch ends at updates", updates])
     scores = [
         [
             r["split"],
@@ -97,7 +76,7 @@ def card_tables(ckpt, records: list[dict]) -> dict:
     return {
         "card-model": table(
             ["setting", "value"],
-            rows(payload["config"]) + [["parameters", f"{params:,}"]],
+            rows(payload["config"]) + [["parameters", f"{ckpt.parameters:,}"]],
         ),
         "card-data": table(
             ["setting", "value"],
@@ -105,15 +84,8 @@ def card_tables(ckpt, records: list[dict]) -> dict:
         ),
         "card-training": table(["setting", "value"], training),
         "card-scores": table(
-            [
-                "test set",
-                "sentences",
-                "search",
-                "BLEU",
-                "chrF",
-                "BLEU signature",
-                "recorded",
-            ],
+            ["test set", "sentences", "search", "BLEU", "chrF", "BLEU signature"]
+            + ["recorded"],
             scores,
             "lrlrr",
         ),
@@ -130,11 +102,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     ckpt = load_checkpoint(args.checkpoint, device="cpu")
     records = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.records]
-    params = sum(p.numel() for p in ckpt.model.parameters())
     wrong = [
         p
         for p, r in zip(args.records, records)
-        if r["model"]["parameters"] != params
+        if r["model"]["parameters"] != ckpt.parameters
         or r["training"]["updates"] != ckpt.step
         or r["training"].get("averaged") != ckpt.payload.get("averaged")
     ]
@@ -144,11 +115,8 @@ def main(argv=None) -> int:
             " updates or average)"
         )
     card_path = Path(args.out) / "README.md"
-    card = (
-        card_path.read_text(encoding="utf-8")
-        if card_path.exists()
-        else "# " + Path(args.out).name + "\n"
-    )
+    card = f"# {Path(args.out).name}\n"
+    card = card_path.read_text(encoding="utf-8") if card_path.exists() else card
     for marker, content in card_tables(ckpt, records).items():
         card = rendered(card, marker, content, str(card_path))
     folder = export_model(ckpt, args.out, card=card)

@@ -33,21 +33,9 @@ def released(source: Path, course: Path) -> str:
     (course / "source" / assignment).mkdir(parents=True)
     (course / "source" / assignment / source.name).write_bytes(source.read_bytes())
     (course / "nbgrader_config.py").write_text(CONFIG)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nbgrader",
-            "generate_assignment",
-            assignment,
-            "--force",
-            "--no-db",
-            f"--CourseDirectory.root={course}",
-        ],
-        cwd=course,
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment]
+    command += ["--force", "--no-db", f"--CourseDirectory.root={course}"]
+    run = subprocess.run(command, cwd=course, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(
             f"release: nbgrader could not release {source.name}:\n{run.stderr[-3000:]}"

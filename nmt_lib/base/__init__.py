@@ -1,13 +1,8 @@
-"""nmt_lib.base: what every chapter needs to run, hand-written and below the lessons.
+"""nmt_lib.base: what every chapter needs to run, hand-written, below the lessons. It
+imports only the standard library, torch, pooch and itself: no lesson, no tooling.
 
-- `course`: learner and quick mode (`pick`), figures and headline numbers for `make
-  course`, settings fields (`setting`).
+- `course`: learner and quick mode, figures, headline numbers, settings fields.
 - `device`: the device, the CPU threads and the training precision.
-- `download`: finding the corpus on disk, and the course's one downloader (pooch,
-  each file checked by its SHA-1 or SHA-256).
-- `cache`: the course's cache folder, atomic saves, the model cache (`cached_fit`).
-
-A base module imports only the standard library, torch, pooch (inside the downloader)
-and other base modules: never a lesson (the generated modules one folder up) nor the
-tooling (`nmt_lib.run`, `nmt_lib.checks`).
+- `download`: the corpus on disk, and the one downloader (pooch, hash-checked).
+- `cache`: the cache folder, atomic saves, the model cache (`cached_fit`).
 """

@@ -1,8 +1,5 @@
-"""The course's cache folder, files written all at once, and the model cache.
-
-Tooling, not a lesson: chapters that train a model call `cached_fit`, so that a later
-chapter can load the weights instead of training again; the command line writes
-checkpoints with `atomic_save`.
+"""The course's cache folder, files written all at once (`atomic_save`), and the model
+cache (`cached_fit`), from which a later chapter loads weights instead of training.
 """
 
 import errno
@@ -17,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from nmt_lib.base.course import quick_mode
+from nmt_lib.base.course import env_flag, quick_mode
 
 CACHE_ENV = "NMT_CACHE_DIR"
 # set (to anything but 0): every chapter loads cached models, none retrains
@@ -25,29 +22,20 @@ CLASSROOM_ENV = "NMT_CLASSROOM"
 
 
 def classroom() -> bool:
-    """True in a classroom run (`NMT_CLASSROOM=1`): the chapters that train live by
-    default (4b, 7) load their models from the cache that `make course` filled instead,
-    when it holds them.
-    """
-    return os.environ.get(CLASSROOM_ENV, "").strip().lower() not in (
-        "",
-        "0",
-        "false",
-        "no",
-    )
+    """True in a classroom run (`NMT_CLASSROOM=1`): chapters 4b and 7 load their models
+    from the cache `make course` filled, when it holds them, instead of training."""
+    return env_flag(CLASSROOM_ENV)
 
 
 def cache_home() -> Path:
-    """The course's own folder: `$XDG_CACHE_HOME/nmt_course`, by default
-    ~/.cache/nmt_course."""
+    """`$XDG_CACHE_HOME/nmt_course`, by default ~/.cache/nmt_course."""
     return (
         Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "nmt_course"
     )
 
 
 def cache_dir() -> Path:
-    """Where trained models are kept: `$NMT_CACHE_DIR`, else `cache_home() /
-    "models"`."""
+    """Where trained models are kept: `$NMT_CACHE_DIR`, else `cache_home()/models`."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
     return cache_home() / "models"
@@ -60,8 +48,7 @@ class SaveError(OSError):
 
 def temporary_files(path) -> list[Path]:
     """The temporary files `atomic_save` makes for `path` (a killed process may leave
-    them): exactly those, not a longer name's (`X.pt.bak`'s temporaries start like
-    `X.pt`'s)."""
+    them), not a longer name's (`X.pt.bak`'s start like `X.pt`'s)."""
     path = Path(path)
     # tempfile's 8 random characters
     own = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
@@ -69,12 +56,8 @@ def temporary_files(path) -> list[Path]:
 
 
 def atomic_save(obj, path, write=None) -> Path:
-    """`write(obj, file)` (`torch.save` by default) to `path` all at once: a temporary
-    file beside it, then a rename over it.
-
-    A write that fails (a full disk) raises `SaveError` in one line; `path` is then left
-    as it was.
-    """
+    """`write(obj, file)` (`torch.save` by default) to a temporary file beside `path`,
+    renamed over it. A failed write raises a one-line `SaveError`, `path` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(
@@ -88,10 +71,7 @@ def atomic_save(obj, path, write=None) -> Path:
         os.chmod(tmp, 0o666 & ~umask)
         (write or torch.save)(obj, tmp)
         os.replace(tmp, path)
-    except (
-        OSError,
-        RuntimeError,
-    ) as e:  # torch.save reports a failed write as a RuntimeError
+    except (OSError, RuntimeError) as e:  # torch.save's failed write: a RuntimeError
         full = getattr(e, "errno", None) == errno.ENOSPC or disk_is_full(path.parent)
         reason = (
             "the disk is full"
@@ -114,15 +94,10 @@ def disk_is_full(folder, margin: int = 2**20) -> bool:
 
 
 def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):
-    """Return `(model, info)`: `build()` a model, then load its weights from the cache,
-    or train it.
-
-    `fit(model)` trains in place and returns `info`, a dict of numbers and lists (kept
-    with the weights). `key` holds every setting that changes the result; with
-    `reuse=False` the model is trained again and the cache entry replaced, except in a
-    classroom run (`classroom()`). The weights load onto the device `build()` chose, and
-    are stored on the CPU, so a model trained on a GPU loads on a machine without one.
-    """
+    """`(model, info)`: `build()` a model, then load its weights from the cache, or
+    train it with `fit(model)`, which returns `info` (numbers and lists). `key` holds
+    every setting that changes the result; `reuse=False` trains again, except in a
+    classroom run. Weights are stored on the CPU and load onto `build()`'s device."""
     digest = hashlib.sha1(
         json.dumps({"quick": quick_mode(), **key}, sort_keys=True).encode()
     ).hexdigest()[:16]
@@ -134,13 +109,7 @@ def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):
             saved = torch.load(path, map_location=device, weights_only=True)
             model.load_state_dict(saved["state_dict"])
             return model, saved["info"]
-        except (
-            RuntimeError,
-            KeyError,
-            EOFError,
-            OSError,
-            ValueError,
-        ) as e:  # corrupt or mismatched
+        except (RuntimeError, KeyError, EOFError, OSError, ValueError) as e:  # corrupt
             warnings.warn(
                 f"ignoring unusable cache file {path} ({type(e).__name__}: {e});"
                 " training instead"

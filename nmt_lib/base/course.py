@@ -1,9 +1,6 @@
 """How the notebooks run: quick mode, figures, headline numbers, settings fields and
-optional imports.
-
-Tooling, not a lesson: `make course` and the tests set the environment variables below,
-and the chapters call `quick`, `save_figure` and `headline`, which change nothing in a
-plain JupyterLab session.
+optional imports. `make course` and the tests set the environment variables below; in a
+plain JupyterLab session `quick`, `save_figure` and `headline` change nothing.
 """
 
 import argparse
@@ -20,10 +17,14 @@ FIG_ENV = "NMT_FIG_DIR"  # folder for figures; unset: figures are only shown
 HEADLINE_ENV = "NMT_HEADLINES"  # JSON-lines file that `make course` reads back
 
 
+def env_flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to anything but 0, false, no."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def quick_mode() -> bool:
-    """True when the notebooks run in CI's quick mode (`NMT_QUICK` set to anything but
-    0/empty)."""
-    return os.environ.get(QUICK_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    """True in CI's quick mode (`NMT_QUICK=1`)."""
+    return env_flag(QUICK_ENV)
 
 
 def pick(learner, quick):
@@ -32,10 +33,8 @@ def pick(learner, quick):
 
 
 def quick(settings, **smaller):
-    """A recipe as written (`settings`: a dict or a dataclass), or, under `NMT_QUICK=1`,
-    the same with the `smaller` values in place of those it names: how a chapter states
-    its settings once, as numbers.
-    """
+    """A recipe as written (a dict or a dataclass), or, under `NMT_QUICK=1`, with the
+    `smaller` values in place: how a chapter states its settings once, as numbers."""
     if not quick_mode():
         return settings
     if dataclasses.is_dataclass(settings):
@@ -66,65 +65,43 @@ def save_figure(fig, name: str):
 
 
 def headline(name: str, value, key: bool = False):
-    """Record a headline number for `make course`'s summary table and the book; return
-    `value` unchanged.
-
-    `key=True` marks the figures the README's one-line chapter table shows (by default,
-    all of a chapter's).
-    """
-    path = os.environ.get(HEADLINE_ENV)
-    if path:
-        recorded = round(value, 4) if isinstance(value, float) else value
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(
-                json.dumps(
-                    {"name": name, "value": recorded, **({"key": True} if key else {})}
-                )
-                + "\n"
-            )
+    """Record a headline number for `make course`'s summary and the book; return
+    `value`. `key=True` marks those the README's chapter table shows (default: all)."""
+    recorded = round(value, 4) if isinstance(value, float) else value
+    _record({"name": name, "value": recorded, **({"key": True} if key else {})})
     return value
 
 
+def _record(entry: dict):
+    """One line of the headlines file, when `make course` asks for one."""
+    if path := os.environ.get(HEADLINE_ENV):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
 def record_table(name: str, table):
-    """Record a small table (a pandas DataFrame, one row per index label) for the
-    README, which `tools/render_tables.py` renders from the executed notebook; return
-    `table` unchanged.
-    """
-    path = os.environ.get(HEADLINE_ENV)
-    if path:
-        plain = lambda v: (
-            round(float(v), 4)
-            if isinstance(v, float)
-            else v.item()
-            if hasattr(v, "item")
-            else v
-        )
+    """Record a small DataFrame for the README (`tools/render_tables.py` renders it);
+    return `table`."""
+    if os.environ.get(HEADLINE_ENV):
+
+        def plain(v):
+            if isinstance(v, float):
+                return round(float(v), 4)
+            return v.item() if hasattr(v, "item") else v
+
         rows = [
             [str(label), *(plain(table.at[label, c]) for c in table.columns)]
             for label in table.index
         ]
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(
-                json.dumps(
-                    {
-                        "name": name,
-                        "columns": [str(c) for c in table.columns],
-                        "rows": rows,
-                    }
-                )
-                + "\n"
-            )
+        _record(
+            {"name": name, "columns": [str(c) for c in table.columns], "rows": rows}
+        )
     return table
 
 
 def setting(default, help: str, **command_line):
-    """A dataclass field with its default and a help text, for the settings classes of
-    later chapters.
-
-    The command line (chapter 9) makes one option of each such field: `flag` renames the
-    option, `choices` restricts its values (which `check_choices` checks); a number's
-    option reads it with `number`.
-    """
+    """A dataclass field with its default and a help text, which the command line
+    (chapter 9) makes an option: `flag` renames it, `choices` restricts its values."""
     return field(default=default, metadata={"help": help, **command_line})
 
 
@@ -140,8 +117,7 @@ def check_choices(settings):
 
 
 def number(kind, optional: bool = False, minimum=None):
-    """An argparse type: a finite `kind` (int or float), at least `minimum` if given;
-    'none' when `optional`."""
+    """An argparse type: a finite `kind`, at least `minimum`; 'none' if `optional`."""
 
     def parse(text):
         if optional and text.lower() == "none":
@@ -161,8 +137,7 @@ def number(kind, optional: bool = False, minimum=None):
 
 
 def optional_import(name: str, skipping: str):
-    """The module `name`, or None (printing one line that says what is skipped) when it
-    is not installed."""
+    """The module `name`, or None, saying what is skipped, when it is not installed."""
     try:
         return importlib.import_module(name)
     except ImportError:

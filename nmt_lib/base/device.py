@@ -1,10 +1,6 @@
 """Where the course computes: the device (CUDA, then Apple's MPS, then the CPU), the CPU
-threads, and the precision of the forward pass (fp32, or bf16/fp16 under
-`torch.autocast`).
-
-Tooling, not a lesson: the chapters call `default_device()`, `describe_device()` and
-`use_threads()` in their first cell; the command line and the full-scale trainer also
-parse `--device` and `--precision` here.
+threads, and the forward pass's precision (fp32, or bf16/fp16 under `torch.autocast`).
+The chapters' first cells call `default_device()`, `describe_device()`, `use_threads()`.
 """
 
 import os
@@ -13,19 +9,15 @@ from pathlib import Path
 import torch
 
 DEVICE_ENV = "NMT_DEVICE"  # cpu | cuda | cuda:N | mps: overrides the automatic choice
-THREADS_ENV = (  # a number of CPU threads; unset: PyTorch's default (all cores)
-    "NMT_THREADS"
-)
+THREADS_ENV = "NMT_THREADS"  # a number of CPU threads; unset: PyTorch's (all cores)
 
 
 class DeviceError(ValueError):
-    """A device or thread count that this machine cannot provide; the message is one
-    line."""
+    """A device or thread count that this machine cannot provide, in one line."""
 
 
 def parse_device(name, *, source: str = "device") -> torch.device:
-    """`torch.device(name)` after checking that this machine has it; `DeviceError`
-    otherwise."""
+    """`torch.device(name)` if this machine has it, else `DeviceError`."""
     text = str(name).strip().lower()
     try:
         device = torch.device(text)
@@ -66,7 +58,7 @@ def default_device() -> torch.device:
 
 
 def use_threads(threads: int | None = None) -> int:
-    """Set PyTorch's CPU threads to `threads`, else to `NMT_THREADS` if set; return the
+    """Set PyTorch's CPU threads to `threads`, else `NMT_THREADS` if set; returns the
     number in use."""
     if threads is None and os.environ.get(THREADS_ENV, "").strip():
         text = os.environ[THREADS_ENV].strip()
@@ -91,14 +83,12 @@ def use_threads(threads: int | None = None) -> int:
 
 
 def max_threads() -> int:
-    """The most CPU threads the course lets PyTorch start: four per CPU (more only wait
-    for each other)."""
+    """The most CPU threads the course starts: four per CPU (more only wait)."""
     return 4 * (os.cpu_count() or 1)
 
 
 def describe_device(device=None) -> str:
-    """One line for a chapter's first cell: the device, and the CPU threads or the GPU's
-    name."""
+    """A chapter's first line: the device, and the CPU threads or the GPU's name."""
     device = torch.device(device) if device is not None else default_device()
     if device.type == "cuda":
         return f"device: {device} ({torch.cuda.get_device_name(device)})"
@@ -111,42 +101,28 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def cpu_info() -> tuple[str | None, set[str]]:
-    """This CPU's model name and feature flags, read from Linux's /proc/cpuinfo; (None,
-    empty) elsewhere."""
+    """This CPU's model name and feature flags from Linux's /proc/cpuinfo; (None, empty)
+    elsewhere."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
         return None, set()
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in lines
-            if line.startswith("model name")
-        ),
-        "CPU",
-    )
-    flags = set(
-        next(
-            (
-                line.split(":", 1)[1].split()
-                for line in lines
-                if line.startswith("flags")
-            ),
-            [],
-        )
-    )
-    return model, flags
+
+    def first(key: str, default: str) -> str:
+        found = (line.split(":", 1)[1] for line in lines if line.startswith(key))
+        return next(found, default)
+
+    return first("model name", "CPU").strip(), set(first("flags", "").split())
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 products in hardware (x86 AVX-512 BF16 or AMX).
-    Elsewhere PyTorch emulates them, far slower than fp32."""
+    """Whether this CPU computes bf16 in hardware (AVX-512 BF16 or AMX); elsewhere
+    PyTorch emulates it, far slower than fp32."""
     return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16"})
 
 
 def autocast_dtype(precision: str, device) -> torch.dtype | None:
-    """The dtype `torch.autocast` computes in for `precision` on `device`; None means
-    fp32 (no autocast)."""
+    """The dtype `torch.autocast` uses for `precision` on `device`; None: fp32."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: use one of {', '.join(PRECISIONS)}")
     device = torch.device(device)

@@ -1,7 +1,5 @@
-"""The corpus on disk: where it is looked for, and the course's one downloader (pooch,
-each file checked by its SHA-1 or SHA-256).
-
-The Tatoeba English-French pairs (CC-BY 2.0 FR), in d2l's archive.
+"""The corpus on disk (the Tatoeba English-French pairs, CC-BY 2.0 FR, in d2l's archive)
+and the course's one downloader (pooch, each file checked by its SHA-1 or SHA-256).
 """
 
 import hashlib
@@ -24,22 +22,15 @@ def default_data_dir() -> Path:
 
 
 def file_sha1(path, algorithm: str = "sha1") -> str:
-    """The SHA-1 (or another `hashlib` digest) of a file, read in blocks (the whole
-    corpus never sits in memory twice)."""
+    """The SHA-1 (or another `hashlib` digest) of a file, read in blocks."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, algorithm).hexdigest()
 
 
 def fetch(url: str, known_hash: str, folder, *, fname=None, processor=None):
-    """Download `url` into `folder` (as `fname`) with pooch, check it against
-    `known_hash` ("sha1:..." or "sha256:..."), and hand it to `processor`
-    (`pooch.Unzip`, `pooch.Untar`) if one is given; returns what `pooch.retrieve`
-    returns.
-
-    pooch writes the download to a temporary file beside its target and moves it there
-    only once the hash matched: a failed or corrupt download leaves nothing under the
-    file's name. A failed download raises an OSError (requests' errors are OSErrors).
-    """
+    """`pooch.retrieve`: download `url` into `folder` (as `fname`), check `known_hash`
+    ("sha1:..." or "sha256:..."), then `processor` (`pooch.Unzip`, ...). pooch moves the
+    file into place once its hash matched; a failed download is an OSError."""
     import pooch  # only a download needs it: an offline data folder never imports it
 
     try:
@@ -55,10 +46,8 @@ def fetch(url: str, known_hash: str, folder, *, fname=None, processor=None):
 
 
 def download_fra_eng(data_dir, *, url: str = DATA_URL, sha1: str = DATA_SHA1) -> Path:
-    """Download and unzip the archive in a temporary folder inside `data_dir`, then move
-    `fra-eng/` into place, `fra.txt` last (its presence means the folder is whole): a
-    failure leaves no partial file where the course looks.
-    """
+    """Download and unzip the archive inside `data_dir`, then move `fra-eng/` into
+    place, `fra.txt` last (it means the folder is whole)."""
     import pooch
 
     data_dir = Path(data_dir)
@@ -77,8 +66,7 @@ def download_fra_eng(data_dir, *, url: str = DATA_URL, sha1: str = DATA_SHA1) ->
 def fra_eng_path(
     data_dir=None, *, download: bool = True, url: str = DATA_URL, sha1: str = DATA_SHA1
 ) -> Path:
-    """Path of `fra-eng/fra.txt` under the data directory, downloading it if it is
-    missing."""
+    """`fra-eng/fra.txt` under the data directory, downloaded if it is missing."""
     root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
     path = root / "fra-eng" / "fra.txt"
     if path.is_file():

@@ -6,15 +6,8 @@ the teacher's hidden cases compare every value (`grading/a1.py`)."""
 
 import torch
 
-from nmt_lib.checks.core import (
-    CheckFailed,
-    compare,
-    gradients_of,
-    learner_call,
-    passed,
-    result,
-    same,
-)
+from nmt_lib.checks.core import CheckFailed, compare, gradients_of, learner_call, passed
+from nmt_lib.checks.core import result, same
 from nmt_lib.checks.transformer import load_course_weights, output_of
 
 

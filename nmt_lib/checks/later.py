@@ -6,14 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt_lib.checks.core import (
-    CheckFailed,
-    compare,
-    learner_call,
-    named_mistake,
-    passed,
-    result,
-)
+from nmt_lib.checks.core import CheckFailed, compare, learner_call, named_mistake
+from nmt_lib.checks.core import passed, result
 
 
 def check_attention_entropy(fn) -> str:

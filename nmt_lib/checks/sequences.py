@@ -7,14 +7,8 @@ import math
 
 import torch
 
-from nmt_lib.checks.core import (
-    CheckFailed,
-    learner_call,
-    named_mistake,
-    parts,
-    passed,
-    result,
-)
+from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, parts, passed
+from nmt_lib.checks.core import result
 
 
 def check_truncate_pad(fn) -> str:
@@ -88,11 +82,8 @@ def check_masked_softmax(fn) -> str:
     shape that broadcasts to the scores, against chapter 3's `masked_softmax`: masked
     keys get weight 0, a row with none allowed all 0.
     """
-    from nmt_lib.attention import (
-        causal_mask,
-        lens_to_mask,
-        masked_softmax,
-    )  # chapter 3's
+    # chapter 3's
+    from nmt_lib.attention import causal_mask, lens_to_mask, masked_softmax
 
     gen = torch.Generator().manual_seed(0)
     cases = {
@@ -181,12 +172,8 @@ def check_attention(fn) -> str:
     (..., Tq, dv), weights (..., Tq, Tk)), scaled dot-product attention, against chapter
     3's `attend(..., need_weights=True)`.
     """
-    from nmt_lib.attention import (
-        causal_mask,
-        lens_to_mask,
-        attend,
-        masked_softmax,
-    )  # chapter 3's
+    # chapter 3's
+    from nmt_lib.attention import attend, causal_mask, lens_to_mask, masked_softmax
 
     gen = torch.Generator().manual_seed(0)
     r = lambda *shape: torch.randn(*shape, generator=gen)

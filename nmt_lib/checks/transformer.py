@@ -8,15 +8,8 @@ import math
 import torch
 from torch import nn
 
-from nmt_lib.checks.core import (
-    CheckFailed,
-    compare,
-    learner_call,
-    named_mistake,
-    parts,
-    passed,
-    result,
-)
+from nmt_lib.checks.core import CheckFailed, compare, learner_call, named_mistake, parts
+from nmt_lib.checks.core import passed, result
 
 SPLIT_MISTAKE = (
     "split with view(B, T, H, Dh).transpose(1, 2): a reshape straight to (B, H, T, Dh)"
@@ -27,10 +20,7 @@ SPLIT_MISTAKE = (
 def check_split_merge(split, merge) -> str:
     """`split(x (B, T, D), n_heads)` -> (B, H, T, D/H) and `merge` back, against chapter
     5's functions."""
-    from nmt_lib.multihead import (
-        merge_heads,
-        split_heads,
-    )  # chapter 5's, imported where used
+    from nmt_lib.multihead import merge_heads, split_heads  # chapter 5's
 
     # each value says where it came from
     x = torch.arange(2 * 3 * 8, dtype=torch.float32).view(2, 3, 8)
@@ -216,11 +206,9 @@ def check_decoder_block(cls) -> str:
     load.
     """
     from nmt_lib.attention import causal_mask, lens_to_mask
-    from nmt_lib.transformer import (
-        DecoderBlock,
-        Parts,
-        TransformerConfig,
-    )  # chapter 7's
+
+    # chapter 7's
+    from nmt_lib.transformer import DecoderBlock, Parts, TransformerConfig
 
     torch.manual_seed(0)
     cfg = TransformerConfig(

@@ -1,9 +1,6 @@
-"""The translator app, tooling that chapter 8 imports: `explore` (one sentence, every
-attention map), `draw_attention` (one heatmap), `TranslatorApp` (an ipywidgets app),
-`static_views` (HTML for the book).
-
-Maps are (layers, heads, queries, keys) tensors, as `Transformer.attention_maps` gives
-them per layer.
+"""Chapter 8's translator app: `explore` (one sentence, every attention map),
+`draw_attention` (one heatmap), `TranslatorApp` (ipywidgets), `static_views` (the book's
+HTML). Maps are (layers, heads, queries, keys), as `Transformer.attention_maps` gives.
 """
 
 import base64
@@ -61,14 +58,10 @@ def explore(
     max_src_len: int = 100,
     prepare=preprocess,
 ) -> Exploration:
-    """Translate `text` greedily (`beam_size` 1) or with beam search, and collect every
-    attention map. `prepare` turns the text into what `src_vocab` splits: the course's
-    lowercasing `preprocess`, or the model's own (a published model keeps case).
-
-    Raises ValueError, with a one-line message, for empty text and text with nothing but
-    punctuation. A sentence longer than `max_src_len` tokens is cut, and unknown words
-    or characters are noted.
-    """
+    """Translate `text` greedily (`beam_size` 1) or with beam search and collect every
+    attention map; `prepare` is the model's own preprocessing (a published model keeps
+    case). Empty or punctuation-only text is a one-line ValueError; a sentence over
+    `max_src_len` tokens is cut, and unknown tokens are noted."""
     if not text or not text.strip():
         raise ValueError("Type an English sentence first.")
     tokens = src_vocab.split(prepare(text.strip()))
@@ -180,10 +173,9 @@ WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word (cha
 
 
 def hover_html(exp: Exploration) -> str:
-    """The translation as one span per token; hovering shows the English token that the
-    last layer's cross-attention, averaged over heads, weighed most when that token was
-    written. Subword pieces are shown as the words they make: a piece that starts a word
-    gets a space before it, the others join the piece before."""
+    """The translation as one span per token, whose tooltip names the English token the
+    last layer's cross-attention (mean of heads) weighed most; subword pieces are joined
+    into the words they make."""
     cross = exp.maps["cross"][-1].mean(0)  # (Tq, Tk)
     pieces = any(t.startswith(WORD_START) for t in exp.out_tokens)
     out = []
@@ -206,9 +198,8 @@ def hover_html(exp: Exploration) -> str:
 
 
 class TranslatorApp:
-    """An ipywidgets app: type a sentence, translate it, and explore its attention
-    (see `explore`, which `prepare` is passed to). Display it with `app.widget` (or just
-    `app` as the last line of a cell)."""
+    """Type a sentence, translate it, explore its attention (`explore`, given
+    `prepare`). Shown by `app.widget`, or `app` as a cell's last line."""
 
     def __init__(
         self,
@@ -321,30 +312,18 @@ class TranslatorApp:
             f'<span style="color:#a60">{html.escape(n)}</span>' for n in exp.notes
         )
         self.translation.value = f"<b>French:</b> {hover_html(exp)}"
-        self.hypotheses.value = (
-            ""
-            if not exp.hypotheses
-            else (
-                "<table><tr><th>beam hypothesis</th><th>log p</th>"
-                "<th>log p / length</th></tr>"
-                + "".join(
-                    f"<tr><td>{html.escape(t)}</td><td>{lp:.2f}</td><td>{s:.3f}</td></tr>"
-                    for t, lp, s in exp.hypotheses
-                )
-                + "</table>"
-            )
+        rows = "".join(
+            f"<tr><td>{html.escape(t)}</td><td>{lp:.2f}</td><td>{s:.3f}</td></tr>"
+            for t, lp, s in exp.hypotheses
         )
+        head = "<tr><th>beam hypothesis</th><th>log p</th><th>log p / length</th></tr>"
+        self.hypotheses.value = f"<table>{head}{rows}</table>" if rows else ""
         self.redraw()
 
     def layers(self, kind: str) -> int:
-        """How many layers `kind`'s maps have: the encoder's blocks, or the decoder's
-        (which may be fewer)."""
-        model = self.model
-        return len(
-            model.encoder.blocks
-            if KINDS[kind][0] == "encoder"
-            else model.decoder.blocks
-        )
+        """The encoder's blocks, or the decoder's (which may be fewer)."""
+        side = "encoder" if KINDS[kind][0] == "encoder" else "decoder"
+        return len(getattr(self.model, side).blocks)
 
     def choose_layers(self):
         layers, chosen = self.layers(self.kind.value), self.layer.value
@@ -352,10 +331,9 @@ class TranslatorApp:
         self.layer.value = min(chosen, layers)
 
     def redraw(self):
-        """Draw the chosen kind, layer and head of the current translation; return the
-        seconds it took."""
+        """Draw the chosen kind, layer and head of the current translation."""
         if self.exploration is None:
-            return 0.0
+            return
         start = time.perf_counter()
         self.image.value = figure_png(
             draw_attention(
@@ -366,15 +344,14 @@ class TranslatorApp:
         self.timing.value = (
             f'<span style="color:#888">drawn in {seconds * 1000:.0f} ms</span>'
         )
-        return seconds
 
 
 def static_views(
     model, src_vocab, tgt_vocab, sentences, *, dpi: int = 60, prepare=preprocess
 ) -> str:
-    """HTML for a page without a kernel: for each sentence its translation, and the
-    three kinds of attention (every layer and head) as images behind tabs that need no
-    JavaScript (CSS radio buttons). `prepare` as in `explore`."""
+    """HTML for a page without a kernel: each sentence's translation and its three kinds
+    of attention (every layer and head) behind CSS-only tabs. `prepare` as in
+    `explore`."""
     parts, rules = [], []
     for s, sentence in enumerate(sentences):
         exp = explore(model, src_vocab, tgt_vocab, sentence, prepare=prepare)

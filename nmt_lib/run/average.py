@@ -15,27 +15,13 @@ from nmt_lib.base.cache import atomic_save
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint, read_payload
 from nmt_lib.run.corpus import split_settings
 
-SAME = (
-    "config",
-    "src_vocab",
-    "tgt_vocab",
-    "tokenizer",
-    "preprocess",
-)  # what must agree between them
-RUN_SETTINGS = (
-    "seed",
-    "lr_factor",
-    "warmup",
-    "label_smoothing",
-    "max_tokens",
-    "tokens_per_update",
-    "clip",
-)
+SAME = ("config", "src_vocab", "tgt_vocab", "tokenizer", "preprocess")  # must agree
+RUN_SETTINGS = ("seed", "lr_factor", "warmup", "label_smoothing", "max_tokens")
+RUN_SETTINGS += ("tokens_per_update", "clip")
 
 
 def epoch_checkpoint(checkpoint, epoch: int) -> Path:
-    """Where `keep_last` keeps the checkpoint of an epoch's end: OUT.epochE.pt beside
-    OUT.pt."""
+    """Where `keep_last` keeps an epoch end: OUT.epochE.pt beside OUT.pt."""
     checkpoint = Path(checkpoint)
     return checkpoint.with_name(f"{checkpoint.stem}.epoch{epoch}{checkpoint.suffix}")
 
@@ -56,11 +42,9 @@ def kept_epochs(checkpoint) -> dict[int, Path]:
 
 
 def keep_epoch(checkpoint, epoch: int, keep: int) -> Path:
-    """Keep the checkpoint just written at the end of `epoch` beside it, and only the
-    last `keep` of those. A hard link costs no disk until the next save replaces the
-    file (`atomic_save` renames a new file over it, so the link keeps this epoch's); a
-    copy where links are not possible.
-    """
+    """Keep the checkpoint just written at the end of `epoch` beside it, and the last
+    `keep` of those only: a hard link (free until `atomic_save` renames the next save
+    over the file), or a copy."""
     checkpoint, kept = Path(checkpoint), epoch_checkpoint(checkpoint, epoch)
     kept.unlink(missing_ok=True)
     try:
@@ -77,28 +61,19 @@ def add_parser(sub):
     p = sub.add_parser(
         "average",
         help="average the weights of several checkpoints of one run",
-        description=(
-            "Write one checkpoint whose weights are the mean of the given checkpoints'"
-            " (of one run: the same model, vocabularies and data). It translates and"
-            " evaluates like any checkpoint, and keeps the training history of the"
-            " latest one, but cannot be resumed."
-        ),
+        description="Write one checkpoint whose weights are the mean of the given"
+        " checkpoints' (of one run: the same model, vocabularies and data). It"
+        " translates and evaluates like any checkpoint, and keeps the training history"
+        " of the latest one, but cannot be resumed.",
     )
-    p.add_argument(
-        "checkpoints",
-        nargs="+",
-        metavar="CHECKPOINT",
-        help="checkpoints written by train",
-    )
+    p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="from train")
     p.add_argument("--out", required=True, help="checkpoint file to write")
     return p
 
 
 def run_of(payload: dict) -> dict:
-    """What makes checkpoints of one run: the model, vocabularies and preprocessing, the
-    data settings (not where the file is, nor the counts a run reports), and the
-    settings that shape its training.
-    """
+    """What checkpoints of one run share: model, vocabularies, preprocessing, data
+    split, and the settings that shape training."""
     train = {k: v for k, v in (payload.get("train") or {}).items() if k in RUN_SETTINGS}
     return {
         **{k: payload.get(k) for k in SAME},
@@ -108,12 +83,10 @@ def run_of(payload: dict) -> dict:
 
 
 def average_checkpoints(paths, out) -> Path:
-    """Write to `out` the mean of the checkpoints at `paths`: `CheckpointError` if one
-    is unusable or they are not of one run, `ValueError` if one holds the same update as
-    another or `out` is a run's own checkpoint. The result keeps the latest checkpoint's
-    (most updates) settings and history, lists the updates it averages under "averaged",
-    and holds no optimizer state. One checkpoint is in memory at a time, beside the
-    running sum."""
+    """Write to `out` the mean of the checkpoints at `paths`, one in memory at a time
+    (`CheckpointError` if they are not of one run; `ValueError` for a repeated update,
+    or `out` a run's checkpoint). It keeps the latest's settings and history, lists the
+    updates under "averaged", and holds no optimizer state."""
     paths, out = [Path(p) for p in paths], Path(out)
     for i, path in enumerate(paths):
         for other in paths[:i]:
@@ -173,8 +146,7 @@ def refuse_a_runs_checkpoint(out: Path):
 
 def weights_only(payload: dict, state_dict: dict, averaged) -> dict:
     """A checkpoint of averaged weights: `payload`'s model, settings and history, no
-    training state to resume, and "averaged": what the weights average (the updates of a
-    mean, say)."""
+    training state, and "averaged": what the weights average."""
     kept = ("format", "config", "parts", "src_vocab", "tgt_vocab", "tokenizer", "data")
     return {
         **{k: payload[k] for k in (*kept, "train", "progress") if k in payload},

@@ -4,9 +4,9 @@ running any code.
 """
 
 import pickle
-import zipfile
 from dataclasses import asdict
 from pathlib import Path
+from zipfile import BadZipFile
 
 import torch
 
@@ -17,9 +17,7 @@ from nmt_lib.text import Vocab
 from nmt_lib.modern import ModernParts
 from nmt_lib.transformer import Transformer, TransformerConfig
 
-CHECKPOINT_FORMAT = (  # 3: the decoder depth moved from the config to the parts
-    "nmt-course-checkpoint/3"
-)
+CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"  # 3: the decoder depth moved to the parts
 
 
 class CheckpointError(ValueError):
@@ -41,18 +39,16 @@ def save_checkpoint(
     **extras,
 ) -> Path:
     """Write everything needed to translate with, or resume, `model` into one file,
-    atomically.
-
-    `train` is the run's `TrainSettings`; `schedule` its learning-rate scheduler;
-    `scaler` the fp16 loss scaler (its scale and growth tracker), if it has one;
-    `extras`, entries of plain data and tensors a trainer adds. Which model it is: the
-    config, and `parts`, chapter 12's switches (None: chapter 7's Transformer)."""
+    atomically: `train` is the run's `TrainSettings`, `scaler` the fp16 loss scaler if
+    any, `extras` plain data and tensors a trainer adds; "parts" holds chapter 12's
+    switches (None: chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
+    parts = model.parts
     return atomic_save(
         {
             "format": CHECKPOINT_FORMAT,
             "config": asdict(model.cfg),
-            "parts": parts_state(model.parts),
+            "parts": asdict(parts) if isinstance(parts, ModernParts) else None,
             "state_dict": model.state_dict(),
             "src_vocab": list(src_vocab.idx_to_token),
             "tgt_vocab": list(tgt_vocab.idx_to_token),
@@ -69,17 +65,9 @@ def save_checkpoint(
     )
 
 
-def parts_state(parts) -> dict | None:
-    """What a checkpoint records of a model's parts: None for chapter 7's, else
-    `ModernParts`' switches."""
-    return asdict(parts) if isinstance(parts, ModernParts) else None
-
-
 def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
-    """What rebuilds the tokenizers: their kind, whether one serves both sides, and each
-    one's `state()` under `src_` and `tgt_` (nothing for words; the SentencePiece model
-    for subwords).
-    """
+    """What rebuilds the tokenizers: their kind, whether shared, and each one's
+    `state()` under `src_` and `tgt_` (a subword vocabulary's SentencePiece model)."""
     state = {"kind": tgt_vocab.kind, "shared": src_vocab is tgt_vocab}
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         state.update({f"{side}_{key}": value for key, value in vocab.state().items()})
@@ -122,20 +110,15 @@ class Checkpoint:
     what its file holds (a checkpoint's payload, or a published model's settings)."""
 
     def __init__(self, model, src_vocab, tgt_vocab, payload):
-        self.model, self.src_vocab, self.tgt_vocab, self.payload = (
-            model,
-            src_vocab,
-            tgt_vocab,
-            payload,
-        )
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.payload = payload
         # as trained, whatever `int8` does later
         self.parameters = sum(p.numel() for p in model.parameters())
         self.int8 = False
 
     @property
     def prepare(self):
-        """What turns raw text into what `src_vocab` splits, for this model
-        (`corpus.preparer`)."""
+        """Raw text -> what `src_vocab` splits, for this model."""
         return preparer(self.payload["data"])
 
     @property
@@ -144,8 +127,7 @@ class Checkpoint:
 
 
 def read_payload(path: Path, device):
-    """`torch.load` with `weights_only=True`: tensors and plain containers only, so
-    loading runs no code."""
+    """`torch.load(weights_only=True)`: plain data only, so loading runs no code."""
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as e:
@@ -158,14 +140,7 @@ def read_payload(path: Path, device):
         raise CheckpointError(
             f"{path} is not a readable checkpoint (corrupt, or not made by torch.save)"
         ) from None
-    except (
-        RuntimeError,
-        EOFError,
-        OSError,
-        zipfile.BadZipFile,
-        ValueError,
-        KeyError,
-    ) as e:
+    except (RuntimeError, EOFError, OSError, BadZipFile, ValueError, KeyError) as e:
         raise CheckpointError(
             f"{path} is not a readable checkpoint (truncated, corrupt, or not made by "
             f"torch.save): {first_line(e)}"
@@ -178,35 +153,21 @@ def first_line(e: Exception) -> str:
 
 
 def load_checkpoint(path, device=None) -> Checkpoint:
-    """Read a checkpoint safely (`weights_only=True`) onto `device` (default:
-    `default_device()`, which `NMT_DEVICE` overrides); raise `CheckpointError` saying
-    what is wrong."""
+    """Read a checkpoint safely onto `device` (default: `default_device()`); a
+    `CheckpointError` says what is wrong."""
     path = Path(path)
     device = default_device() if device is None else device
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found")
-    return checkpoint_from(read_payload(path, device), path, device)
-
-
-def checkpoint_from(payload, path, device) -> Checkpoint:
-    """A `Checkpoint` from a payload read from `path` (a checkpoint file, or a published
-    model's folder)."""
+    payload = read_payload(path, device)
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        found = (
-            payload.get("format")
-            if isinstance(payload, dict)
-            else type(payload).__name__
-        )
-        if isinstance(found, str) and found.startswith(
-            CHECKPOINT_FORMAT.split("/")[0] + "/"
-        ):
-            raise CheckpointError(
-                f"{path} was written by an older version of the course (format"
-                f" {found!r}, this one reads {CHECKPOINT_FORMAT!r}): train it again"
+        is_dict = isinstance(payload, dict)
+        found = payload.get("format") if is_dict else type(payload).__name__
+        raise older_format(path, found, CHECKPOINT_FORMAT, "train it again") or (
+            CheckpointError(
+                f"{path} is not a course checkpoint: format {found!r}, expected"
+                f" {CHECKPOINT_FORMAT!r}"
             )
-        raise CheckpointError(
-            f"{path} is not a course checkpoint: format {found!r}, "
-            f"expected {CHECKPOINT_FORMAT!r}"
         )
     model = model_from(payload, path)
     src_vocab, tgt_vocab = load_vocabularies(payload, path)
@@ -218,6 +179,15 @@ def checkpoint_from(payload, path, device) -> Checkpoint:
             f"({first_line(e)})"
         ) from None
     return Checkpoint(model.to(device).eval(), src_vocab, tgt_vocab, payload)
+
+
+def older_format(path, found, expected: str, again: str) -> CheckpointError | None:
+    """The error for a file of an older format of the same kind, if `found` is one."""
+    if isinstance(found, str) and found.startswith(expected.split("/")[0] + "/"):
+        return CheckpointError(
+            f"{path} was written by an older version of the course (format {found!r},"
+            f" this one reads {expected!r}): {again}"
+        )
 
 
 def model_from(settings: dict, path) -> Transformer:

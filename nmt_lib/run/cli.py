@@ -1,11 +1,10 @@
-"""`python -m nmt_lib train|translate|evaluate|average`: the command-line tools. Their
-options are built from the settings dataclasses (`TransformerConfig`, `RunSettings`,
-`CorpusSettings`), so `--help` and the code share one set of defaults; the tools switch
-chapter 10's speed-ups on. `train` lives in `nmt_lib.run.trainer`, imported for it
-alone.
+"""`python -m nmt_lib train|translate|evaluate|average`. The options are built from the
+settings dataclasses, so `--help` and the code share one set of defaults; the tools
+switch chapter 10's speed-ups on.
 """
 
 import argparse
+import itertools
 import shlex
 import sys
 import time
@@ -18,13 +17,8 @@ from nmt_lib.modern import ModernParts
 from nmt_lib.run import average
 from nmt_lib.run.checkpoint import CheckpointError
 from nmt_lib.run.corpus import CorpusSettings
-from nmt_lib.run.inference import (
-    SORTED_LINES,
-    evaluate_checkpoint,
-    evaluate_public,
-    int8,
-    translate_lines,
-)
+from nmt_lib.run.inference import SORTED_LINES, evaluate_checkpoint, evaluate_public
+from nmt_lib.run.inference import int8, translate_lines
 from nmt_lib.run.published import load_model
 from nmt_lib.run.records import evaluation_record, write_record
 from nmt_lib.run.testsets import TEST_SETS
@@ -34,10 +28,9 @@ from nmt_lib.transformer import TransformerConfig
 def build_parser(
     run_settings=None, train_prog=None, *, train_options: bool = True
 ) -> argparse.ArgumentParser:
-    """The tools' options; `train` takes those of `run_settings` (`RunSettings`, or a
-    subclass with settings of its own), and `train_prog` names it in usage and errors
-    (a trainer of its own: `python -m speedrun.train`). Without `train_options`, `train`
-    is listed but takes none (`add_train_options`)."""
+    """The tools' options; `train` takes those of `run_settings` (`RunSettings` or a
+    subclass), and `train_prog` names it (`python -m speedrun.train`). Without
+    `train_options`, `train` is listed but takes none."""
     parser = argparse.ArgumentParser(
         prog=train_prog or "python -m nmt_lib",
         description="Train, use and evaluate the course's Transformer translator.",
@@ -50,121 +43,83 @@ def build_parser(
         "train",
         prog=train_prog,
         help="train a Transformer on a tab-separated corpus",
-        description=(
-            "Train on the train split of a TSV corpus (source<TAB>target per line)."
-        ),
+        description="Train on the train split of a TSV corpus (source<TAB>target per"
+        " line).",
     )
     if train_options:
         add_train_options(t, run_settings)
-
     tr = sub.add_parser(
         "translate",
         help="translate English lines from stdin to French on stdout",
-        description=(
-            "Read raw sentences on stdin, one per line; write one translation per line."
-        ),
+        description="Read raw sentences on stdin, one per line; write one translation"
+        " per line.",
     )
     ev = sub.add_parser(
         "evaluate",
         help="sacreBLEU on the held-out test split",
-        description=(
-            "Translate the held-out split the data settings "
-            "define (or, with --test, a public test set) and score it with "
-            "sacreBLEU (lowercase when the model lowercases)."
-        ),
+        description="Translate the held-out split the data settings define (or, with"
+        " --test, a public test set) and score it with sacreBLEU (lowercase when the"
+        " model lowercases).",
     )
     for p in (tr, ev):
         model = p.add_mutually_exclusive_group(required=True)
         model.add_argument("--checkpoint", help="checkpoint written by train")
         model.add_argument(
-            "--model",
-            help="a published model: 'published' (the course's), or its folder",
+            "--model", help="a published model: 'published', or a folder"
         )
-        p.add_argument(
-            "--beam", type=positive, default=1, help="beam size, 1 for greedy (1)"
-        )
+        p.add_argument("--beam", type=positive, default=1, help="beam size (1: greedy)")
         p.add_argument(
             "--length-penalty",
             type=number(float, minimum=0),
             default=1.0,
             metavar="ALPHA",
-            help=(
-                "with --beam: a hypothesis scores its "
-                "log-probability / length ** ALPHA (1.0)"
-            ),
+            help="with --beam: a hypothesis scores log p / length ** ALPHA (1.0)",
         )
         p.add_argument(
-            "--batch-size",
-            type=positive,
-            default=64,
-            help="sentences decoded together (64)",
+            "--batch-size", type=positive, default=64, help="sentences per batch (64)"
         )
         p.add_argument(
             "--int8",
             action="store_true",
-            help=(
-                "linear layers in int8 on "
-                "the CPU: about twice the speed, for the BLEU the Benchmarks "
-                "page measures"
-            ),
+            help="linear layers in int8 on the CPU: about twice the speed, for the BLEU"
+            " the Benchmarks page measures",
         )
     tr.add_argument(
         "--tokenized", action="store_true", help="print tokens as the model writes them"
     )
-    ev.add_argument(
-        "--data", help="where the corpus is now, if it moved since training"
-    )
+    ev.add_argument("--data", help="where the corpus is now, if it has moved")
     ev.add_argument(
         "--data-changed-ok",
         action="store_true",
-        help=(
-            "evaluate even if "
-            "the corpus file differs from the one the model was trained on"
-        ),
+        help="evaluate even if the corpus file differs from the one trained on",
     )
     ev.add_argument(
-        "--split",
-        choices=["test", "valid"],
-        help="the corpus's held-out split to score (test)",
+        "--split", choices=["test", "valid"], help="the held-out split to score (test)"
     )
     ev.add_argument(
         "--test",
         choices=TEST_SETS,
-        help=(
-            "score on a public test set "
-            "instead of the corpus's held-out split, with sacreBLEU's defaults "
-            "(case-sensitive, one reference per line): tatoeba, the Tatoeba "
-            "Translation Challenge's English-French test, v2021-08-07"
-        ),
+        help="score a public test set instead, with sacreBLEU's defaults"
+        " (case-sensitive, one reference a line): tatoeba, the Tatoeba Translation"
+        " Challenge's English-French test, v2021-08-07",
     )
     ev.add_argument(
         "--overlap-ok",
         action="store_true",
-        help=(
-            "with --test: score a "
-            "model trained without --exclude for that test set anyway"
-        ),
+        help="with --test: score a model trained without --exclude for it anyway",
     )
-    ev.add_argument(
-        "--limit", type=positive, help="only the first N distinct sentences"
-    )
+    ev.add_argument("--limit", type=positive, help="the first N distinct sentences")
     ev.add_argument(
         "--record",
         metavar="FILE",
-        help=(
-            "also write the scores, with the "
-            "model, data and training they belong to and the machine, as JSON "
-            "to FILE (the book's results are rendered from these)"
-        ),
+        help="also write the scores, with the model, data, training and machine, as"
+        " JSON to FILE (the book's results are rendered from these)",
     )
     average.add_parser(sub)
     for p in (t, tr, ev):
         p.add_argument(
             "--device",
-            help=(
-                "cpu, cuda, cuda:N or mps (default: "
-                "$NMT_DEVICE, else a GPU if there is one)"
-            ),
+            help="cpu, cuda, cuda:N or mps (default: $NMT_DEVICE, else a GPU if any)",
         )
         p.add_argument(
             "--threads",
@@ -175,31 +130,24 @@ def build_parser(
 
 
 def add_train_options(t, run_settings=None):
-    """`train`'s options, with the settings of `run_settings` (default `RunSettings`):
-    imported here, since chapter 9's settings bring its training loop (and pandas),
-    which `translate` and `evaluate` start faster without."""
+    """`train`'s options (imported here: chapter 9's settings bring its loop and pandas,
+    which `translate` and `evaluate` start faster without)."""
     from nmt_lib.run.settings import FAST, PROGRESS, RunSettings, add_settings
 
     t.add_argument("--out", required=True, help="checkpoint file to write")
     t.add_argument(
         "--resume",
         action="store_true",
-        help=(
-            "continue the run saved in "
-            "--out with its model, data and training settings; only --epochs, "
-            "--max-steps, --time-limit, --checkpoint-every, --keep-last, "
-            "--precision, --threads, --device and --progress may differ, and "
-            "--data may say where the corpus is now"
-        ),
+        help="continue the run saved in --out with its model, data and training"
+        " settings; only --epochs, --max-steps, --time-limit, --checkpoint-every,"
+        " --keep-last, --precision, --threads, --device and --progress may differ, and"
+        " --data may say where the corpus is now",
     )
     t.add_argument(
         "--data-changed-ok",
         action="store_true",
-        help=(
-            "resume even if the "
-            "corpus file differs from the one the run started on (its held-out "
-            "split may then hold training sentences)"
-        ),
+        help="resume even if the corpus file differs from the one the run started on"
+        " (its held-out split may then hold training sentences)",
     )
     t.add_argument(
         "--progress",
@@ -222,14 +170,7 @@ def train_command(args, parser, run_class=None) -> int:
 def stdin_batches(size: int):
     """Standard input's lines: one at a time when typed at a terminal, else up to `size`
     at once (`translate_lines` sorts them by length)."""
-    size = 1 if sys.stdin.isatty() else size
-    batch = []
-    for line in sys.stdin:
-        batch.append(line)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
+    while batch := list(itertools.islice(sys.stdin, 1 if sys.stdin.isatty() else size)):
         yield batch
 
 
@@ -289,8 +230,8 @@ def evaluate_command(args, parser) -> int:
 
 
 def main(argv=None, run_class=None) -> int:
-    """Entry point of `python -m nmt_lib`; returns the exit status. `run_class`, a
-    subclass of the trainer's `Run`, trains with what it adds and its own settings."""
+    """`python -m nmt_lib`; returns the exit status. `run_class`, a subclass of the
+    trainer's `Run`, trains with its own settings."""
     run_settings = getattr(run_class, "settings_class", None)
     train_prog = getattr(run_class, "command", None)
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -3,7 +3,7 @@ against, and the way back from the course's tokens to text."""
 
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 
@@ -22,15 +22,9 @@ def unify_spaces(text: str) -> str:
     return " ".join(plain_spaces(text).split())
 
 
-PREPARE = {
-    "course": preprocess,
-    "raw": unify_spaces,
-}  # raw text -> what the tokenizer splits
-
-
-# The course's tokenizers, each with chapter 1's `Vocab` interface (`split`, `encode`,
-# `detokenize`, `to_tokens`; `kind`, `state()` and `from_state` to be saved): adding one
-# means adding its class here.
+PREPARE = {"course": preprocess, "raw": unify_spaces}  # raw text -> what is split
+# The tokenizers, with chapter 1's `Vocab` interface (and `kind`, `state()`,
+# `from_state` to be saved): adding one means adding its class here.
 TOKENIZERS = {"word": Vocab, "bpe": SubwordVocab}  # the command line's names
 BY_KIND = {cls.kind: cls for cls in TOKENIZERS.values()}  # the names checkpoints store
 
@@ -43,18 +37,10 @@ class CorpusSettings:
         "(none: $NMT_DATA_DIR or ~/.cache/nmt_course, downloaded if missing)",
         flag="--data",
     )
-    max_pairs: int | None = setting(
-        None, "use only the first N lines of the corpus (none: all)"
-    )
-    min_freq: int = setting(
-        2, "keep the tokens seen at least this often in the training split"
-    )
-    valid_frac: float = setting(
-        0.05, "share of the source sentences held out for validation"
-    )
-    test_frac: float = setting(
-        0.05, "share of the source sentences held out for the test"
-    )
+    max_pairs: int | None = setting(None, "only the corpus's first N lines (none: all)")
+    min_freq: int = setting(2, "keep tokens seen this often in the training split")
+    valid_frac: float = setting(0.05, "share of source sentences held out to validate")
+    test_frac: float = setting(0.05, "share of source sentences held out to test")
     seed: int = setting(0, "seed of the train/valid/test split", flag="--split-seed")
     tokenizer: str = setting(
         "word",
@@ -62,9 +48,7 @@ class CorpusSettings:
         "learned by SentencePiece on the training split (chapter 8b)",
         choices=tuple(TOKENIZERS),
     )
-    vocab_size: int = setting(
-        8000, "pieces in each subword vocabulary (with --tokenizer bpe)"
-    )
+    vocab_size: int = setting(8000, "pieces in each subword vocabulary (bpe)")
     shared_vocab: bool = setting(
         False,
         "one vocabulary for both languages, learned from both sides of the "
@@ -109,14 +93,12 @@ class CorpusSettings:
 
 
 def preparer(data: dict):
-    """How a checkpoint's model wants raw text (by default, the course's
-    preprocessing)."""
+    """How a checkpoint's model wants raw text (default: the course's)."""
     return PREPARE[data.get("preprocess", "course")]
 
 
 def keeps_case(data: dict) -> bool:
-    """Whether a model with these data settings reads and writes text as written
-    (`preprocess` raw), rather than lowercased with punctuation split off."""
+    """Whether the model reads and writes text as written (`preprocess` raw)."""
     return data.get("preprocess", "course") == "raw"
 
 
@@ -148,14 +130,9 @@ def resolve_corpus(path=None) -> Path:
 
 
 class ParallelCorpus(NMTData):
-    """`NMTData` over any `source<TAB>target` file, plus the raw references of each
-    source sentence.
-
-    `settings` are the fields of `CorpusSettings` other than the path (max_pairs,
-    min_freq, ...). `vocabularies`, a (source, target) pair a checkpoint already holds,
-    are used instead of learning them again (SentencePiece takes a minute on the whole
-    corpus).
-    """
+    """`NMTData` over any `source<TAB>target` file, with each source's raw references.
+    `settings`: `CorpusSettings`' other fields; `vocabularies`, a checkpoint's (source,
+    target) pair, saves learning them again (SentencePiece takes a minute)."""
 
     def __init__(self, path=None, *, vocabularies=None, **settings):
         given = CorpusSettings(path=None if path is None else str(path), **settings)
@@ -166,21 +143,14 @@ class ParallelCorpus(NMTData):
         self.raw_refs = {}
         for (src, _), (_, tgt) in zip(clean, raw):
             self.raw_refs.setdefault(src, []).append(unify_spaces(tgt))
-        # NMTData's split and vocabularies, with the test set's sentences left out in
-        # between: the vocabulary is learned from the training pairs the model will see,
-        # and from no others.
-        splits = split_pairs(
-            clean,
-            valid_frac=given.valid_frac,
-            test_frac=given.test_frac,
-            seed=given.seed,
-        )
+        # the test set's sentences leave the split before the vocabulary is learned
+        fracs = dict(valid_frac=given.valid_frac, test_frac=given.test_frac)
+        splits = split_pairs(clean, **fracs, seed=given.seed)
         self.excluded = {}
         if given.exclude:
             test = read_tatoeba_test()
             overlaps = overlap_filter(test)
-            # as written, and as the model reads it (prepared: for the course's
-            # preprocessing, lowercased)
+            # as the model reads them (the course's preprocessing lowercases)
             english, french = (
                 {prepare(s) for s, _ in test},
                 {prepare(t) for _, t in test},
@@ -234,11 +204,9 @@ class ParallelCorpus(NMTData):
     def from_settings(
         cls, settings: dict, path=None, *, changed_ok: bool = False, vocabularies=None
     ) -> "ParallelCorpus":
-        """The corpus a checkpoint was trained on (`path`, given as --data, says where
-        the file is now).
-
-        A file whose SHA-1 differs is an error unless `changed_ok`: its held-out split
-        could hold sentences the model was trained on."""
+        """The corpus a checkpoint was trained on (`path`: where it is now). A file
+        whose SHA-1 differs is an error unless `changed_ok`: its held-out split could
+        hold training sentences."""
         if path is None and not settings.get("path"):
             raise FileNotFoundError(
                 "the checkpoint does not say which corpus the model was trained on;"
@@ -249,18 +217,7 @@ class ParallelCorpus(NMTData):
                 f"the corpus the model was trained on, {settings['path']}, is not there"
                 " any more; pass --data to say where it is now"
             )
-        keys = (
-            "max_pairs",
-            "min_freq",
-            "valid_frac",
-            "test_frac",
-            "seed",
-            "tokenizer",
-            "vocab_size",
-            "shared_vocab",
-            "exclude",
-            "preprocess",
-        )
+        keys = [f.name for f in fields(CorpusSettings) if f.name != "path"]
         corpus = cls(
             path if path is not None else settings["path"],
             vocabularies=vocabularies,
@@ -283,11 +240,9 @@ class ParallelCorpus(NMTData):
         return self
 
     def drop_longer_than(self, max_len: int) -> dict:
-        """Leave out of the train and valid splits every pair whose source or target,
-        with its `<eos>` or `<bos>`, needs more than `max_len` positions (the model
-        could not read it, and the run would fail at its batch, and again at every
-        resume). Returns the number dropped from each split.
-        """
+        """Drop from train and valid every pair that, with `<bos>`/`<eos>`, needs more
+        than `max_len` positions (its batch would fail at every resume); returns the
+        number dropped from each split."""
         fits = lambda s, t: (
             max(len(self.src_vocab.encode(s)), len(self.tgt_vocab.encode(t))) + 1
             <= max_len
@@ -310,8 +265,7 @@ class ParallelCorpus(NMTData):
 
 
 def french_spacing(targets) -> bool:
-    """True when the targets put a space before ! and ? (French typography), judged by
-    majority."""
+    """Whether most targets put a space before ! and ? (French typography)."""
     spaced = sum(len(re.findall(r"\s[!?]", t)) for t in targets)
     tight = sum(len(re.findall(r"[^\s!?][!?]", t)) for t in targets)
     return spaced > tight

@@ -1,39 +1,26 @@
-"""A trained checkpoint at work: translating lines of text as they arrive, and scoring a
-held-out split with sacreBLEU. The command line's `translate` and `evaluate` call these
-functions."""
+"""A trained checkpoint at work, for the command line's `translate` and `evaluate`:
+translating lines as they arrive, and scoring a held-out split with sacreBLEU."""
 
 import warnings
 from dataclasses import dataclass
 from functools import partial
 
-from nmt_lib.run.corpus import (
-    ParallelCorpus,
-    detokenize,
-    keeps_case,
-    preparer,
-    split_settings,
-)
+from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer
+from nmt_lib.run.corpus import split_settings
 from nmt_lib.decoding import beam_search, evaluate_bleu, translate
 from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.run.testsets import read_tatoeba_test
 from nmt_lib.unknowns import UNK, replace_unknowns
 
-# The command line decodes the whole corpus, whose sentences run longer than the
-# chapters' short ones: it lets a translation run to 80 tokens where the chapters stop
-# at decoding's MAX_LEN (50).
+# the whole corpus runs longer than the chapters' sentences (decoding's MAX_LEN, 50)
 MAX_OUTPUT = 80
-
-
-# `translate` reads up to this many lines at once when they are waiting (a file, a
-# pipe): `translate()` sorts them by length, so each batch decodes sentences of about
-# one length (on the Tatoeba test, 1.6-1.7 times the speed of batches in input order;
-# the Benchmarks page). A line typed at a terminal is still translated at once.
+# Lines read at once from a file or pipe: `translate()` sorts them by length, 1.6-1.7
+# times the speed of input order (the Benchmarks page); a typed line goes at once.
 SORTED_LINES = 1024
 
 
 def int8(ckpt):
-    """`ckpt` with its model's linear layers in int8: PyTorch's dynamic quantisation
-    stores their weights in int8 and quantises the activations batch by batch. CPU
+    """`ckpt` with its linear layers in int8 (PyTorch's dynamic quantisation); CPU
     only."""
     import torch
     from torch.ao.quantization import quantize_dynamic
@@ -48,10 +35,7 @@ def int8(ckpt):
 
 
 def search_for(beam: int, alpha: float = 1.0):
-    """Greedy decoding for beam 1, else beam search with `beam` hypotheses, their
-    log-probabilities divided by length ** `alpha` (the length penalty: 0 favours short
-    translations, 1 scores per token).
-    """
+    """Greedy decoding for beam 1, else beam search: log p / length ** `alpha`."""
     return (
         greedy_decode_fast
         if beam == 1
@@ -71,17 +55,14 @@ def translate_lines(
     first: int = 1,
     warn=None,
 ) -> list[str]:
-    """Raw sentences -> translations, exactly one line each (empty lines stay empty). A
-    line longer than the model's positions is cut to them, and `warn(message)` says
-    which (numbered from `first`); `tokenized` writes the pieces the model wrote,
-    separated by spaces."""
-    cfg, prepare = ckpt.model.cfg, preparer(ckpt.payload["data"])
+    """Raw sentences -> one translation line each (empty lines stay empty). A line over
+    the model's positions is cut, and `warn(message)` names it (counted from `first`);
+    `tokenized` writes the model's pieces, separated by spaces."""
+    prepare = preparer(ckpt.payload["data"])
     french = ckpt.payload["data"].get("french_spacing", True)
     raw = keeps_case(ckpt.payload["data"])  # the text as written: nothing to join up
-    max_len, max_src = (
-        min(max_len, cfg.max_len - 1),
-        cfg.max_len - 1,
-    )  # <bos>, <eos> take a position
+    max_src = ckpt.model.cfg.max_len - 1  # <bos>, <eos> take a position
+    max_len = min(max_len, max_src)
     # a byte-order mark is not a word
     lines = [line.rstrip("\r\n").lstrip("\ufeff") for line in lines]
     keep = [i for i, line in enumerate(lines) if line.strip()]
@@ -364,10 +345,8 @@ def evaluate_public(
 
 
 def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
-    """Each sentence's BLEU counts (chapter 4a's `bleu_counts`) on sacreBLEU's 13a
-    tokens: summed, they give sacreBLEU's score, and `paired_bootstrap` draws them to
-    put an interval on a difference of two systems.
-    """
+    """Each sentence's BLEU counts (chapter 4a's) on sacreBLEU's 13a tokens: summed,
+    sacreBLEU's score; drawn by `paired_bootstrap` for an interval."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
     from nmt_lib.metrics import bleu_counts
@@ -380,8 +359,7 @@ def sacrebleu_counts(hypotheses, references) -> list[list[int]]:
 
 
 def search_name(beam: int, alpha: float | None = None) -> str:
-    """How a result (or its record) names its search: greedy, or the beam with its
-    length penalty unless 1."""
+    """Greedy, or the beam with its length penalty unless 1."""
     return (
         "greedy"
         if beam == 1

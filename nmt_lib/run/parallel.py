@@ -1,9 +1,7 @@
-"""Data parallelism for the command line's trainer, tooling that chapter 10 explains:
-across the processes that torchrun starts, each process (a *rank*) computes the gradient
-of its share of an update's micro-batches, `DistributedDataParallel` sums the shares,
-and every rank takes the same optimizer step, so the weights stay equal everywhere; the
-ranks stop together and draw their own dropout masks. Without torchrun (one process)
-every function here is a no-op."""
+"""Data parallelism for the trainer (chapter 10 explains it): each process torchrun
+starts (a *rank*) computes the gradient of its share of an update's micro-batches,
+`DistributedDataParallel` sums them, and every rank takes the same step. Without
+torchrun every function here is a no-op."""
 
 import hashlib
 import os
@@ -18,23 +16,20 @@ from nmt_lib.base.device import DeviceError
 
 
 def launched_by_torchrun() -> bool:
-    """Whether this process is one of several that torchrun started
-    (it sets WORLD_SIZE)."""
+    """Whether torchrun started this process among others (it sets WORLD_SIZE)."""
     return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
 
 
 def rank_and_world() -> tuple[int, int]:
-    """(this process's rank, the number of processes); (0, 1) outside a process
-    group."""
+    """(this process's rank, the number of processes); (0, 1) without a group."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
 def join_process_group(device: torch.device) -> torch.device:
-    """Join the process group torchrun describes in the environment (RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT): NCCL between CUDA GPUs, Gloo between CPU processes.
-    Returns this rank's device: GPU number LOCAL_RANK of its machine, or the CPU."""
+    """Join torchrun's process group (NCCL between GPUs, Gloo between CPU processes);
+    returns this rank's device: GPU number LOCAL_RANK of its machine, or the CPU."""
     if device.type == "cuda":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         if local >= torch.cuda.device_count():
@@ -63,8 +58,8 @@ def leave_process_group():
 
 
 class Objective(nn.Module):
-    """`fn(model, *args)` as a module, so that DistributedDataParallel sees the whole
-    loss computation (whichever of the model's methods it calls) as one forward pass."""
+    """`fn(model, *args)` as a module: DistributedDataParallel sees the whole loss
+    computation as one forward pass."""
 
     def __init__(self, model: nn.Module, fn):
         super().__init__()
@@ -75,9 +70,8 @@ class Objective(nn.Module):
 
 
 def data_parallel(model: nn.Module, fn):
-    """`fn(model, batch)` on one process; across ranks, the same wrapped in
-    DistributedDataParallel, whose backward pass sums (averages) the gradient over the
-    ranks."""
+    """`fn(model, batch)` as a module; across ranks, wrapped in DistributedDataParallel,
+    whose backward pass averages the gradient over the ranks."""
     rank, world = rank_and_world()
     objective = Objective(model, fn)
     if world == 1:
@@ -92,16 +86,15 @@ def data_parallel(model: nn.Module, fn):
 
 
 def gradient_sync(objective, last: bool):
-    """Inside, a backward pass only accumulates locally, unless `last`: the share's last
-    micro-batch, whose backward pass sums the accumulated gradients over the ranks."""
+    """Inside, a backward pass accumulates locally, unless `last` (the share's last
+    micro-batch), whose backward pass sums the gradients over the ranks."""
     if isinstance(objective, DistributedDataParallel) and not last:
         return objective.no_sync()
     return nullcontext()
 
 
 def all_sum(*values: float, device=None) -> list:
-    """Each value summed over the ranks (one all-reduce); the values themselves on one
-    process."""
+    """Each value summed over the ranks (one all-reduce)."""
     rank, world = rank_and_world()
     if world == 1:
         return list(values)
@@ -114,31 +107,21 @@ STOP_CODES = ("max_steps", "time_limit")  # any other reason: a signal or a stop
 
 
 def agree_to_stop(reason: str | None, device=None) -> str | None:
-    """The ranks stop together: if any rank has a reason to stop, all do (a rank that
-    had none takes the first other rank's kind of reason)."""
+    """If any rank has a reason to stop, all stop (one without takes another's)."""
     rank, world = rank_and_world()
     if world == 1:
         return reason
-    code = (
-        0
-        if reason is None
-        else (STOP_CODES.index(reason) + 1 if reason in STOP_CODES else 3)
-    )
-    t = torch.tensor([code], device=device)
+    codes = {None: 0, **{r: code for code, r in enumerate(STOP_CODES, 1)}}
+    t = torch.tensor([codes.get(reason, 3)], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     agreed = int(t.item())
     if agreed == 0 or reason is not None:
         return reason
-    return (
-        STOP_CODES[agreed - 1]
-        if agreed <= len(STOP_CODES)
-        else "stopped on another rank"
-    )
+    return STOP_CODES[agreed - 1] if agreed < 3 else "stopped on another rank"
 
 
 def seed_rank(seed: int, step: int, rank: int):
-    """Different dropout masks on each rank (the same masks everywhere would waste the
-    extra data the ranks see): a seed drawn from the run's seed, the update reached and
-    the rank."""
+    """Each rank its own dropout masks: a seed from the run's, the update and the
+    rank."""
     digest = hashlib.sha256(f"{seed}/{step}/{rank}".encode()).digest()
     torch.manual_seed(int.from_bytes(digest[:8], "little") % 2**63)

@@ -1,8 +1,7 @@
-"""A trained model as the course ships it: one folder under `models/` with the weights
-in safetensors (half precision by default), the settings and vocabularies as JSON, the
-SentencePiece model as a file of its own, and a model card. Nothing in it is a pickle,
-so loading it runs no code; its settings go through a checkpoint's checks
-(`checkpoint.model_from`, `checkpoint.load_vocabularies`).
+"""A trained model as the course ships it: a folder under `models/` with the weights
+in safetensors (half precision by default), settings and vocabularies as JSON, the
+SentencePiece model and a model card. No pickle: loading runs no code, and the settings
+go through a checkpoint's checks.
 
     # once, when a model is published
     export_model("runs/best.pt", "models/NAME", card=text)
@@ -26,16 +25,14 @@ from nmt_lib.run.checkpoint import (
     load_checkpoint,
     load_vocabularies,
     model_from,
+    older_format,
     tokenizer_state,
 )
 
 PUBLISHED = "tatoeba-en-fr"  # the folder of the shipped model
-# the repository's models/ folder
-CHECKOUT_MODELS = Path(__file__).resolve().parents[2] / "models"
-# inside an installed wheel
+# an installed wheel's copy, else the repository's folder (tools/publish_model.py's)
 INSTALLED_MODELS = Path(__file__).resolve().parents[1] / "models"
-# A checkout reads (and tools/publish_model.py writes) the repository's folder; an
-# installed course its own copy.
+CHECKOUT_MODELS = Path(__file__).resolve().parents[2] / "models"
 MODELS = (
     INSTALLED_MODELS if (INSTALLED_MODELS / PUBLISHED).is_dir() else CHECKOUT_MODELS
 )
@@ -45,22 +42,15 @@ HOW_TO_GET = (
     " {folder}"
 )
 FORMAT = "nmt-course-published/2"  # 2: the SentencePiece model in a file of its own
-KEPT = (
-    "config",
-    "parts",
-    "src_vocab",
-    "tgt_vocab",
-    "data",
-)  # what a published folder keeps
+KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data")  # what a folder keeps
 
 
 def export_model(
     checkpoint, folder, *, card: str, dtype: torch.dtype = torch.float16
 ) -> Path:
-    """Write the checkpoint's model into `folder`: `model.safetensors` (weights in
-    `dtype`), `settings.json` (config, vocabularies, data settings, tokenizer), the
-    SentencePiece model if it has one (`save_tokenizer`) and `README.md` (the model
-    card, `card`). The training state (optimizer, progress) stays behind."""
+    """Write the checkpoint's model into `folder`: `model.safetensors` (in `dtype`),
+    `settings.json`, the SentencePiece model if any, and `card` as `README.md`; the
+    training state stays behind."""
     from safetensors.torch import save_model
 
     ckpt = (
@@ -104,9 +94,9 @@ def export_model(
 
 
 def save_tokenizer(src_vocab, tgt_vocab, folder: Path) -> dict:
-    """The tokenizers' state (`checkpoint.tokenizer_state`) as `settings.json` keeps it:
-    each model in it (SentencePiece's) written to `folder`, as `tokenizer.model` when
-    both sides share it, else `src.model` and `tgt.model`, and named under `files`."""
+    """The tokenizers' state as `settings.json` keeps it: each SentencePiece model
+    written to `folder` (`tokenizer.model` if shared, else `src.model`, `tgt.model`),
+    named under `files`."""
     state, files = tokenizer_state(src_vocab, tgt_vocab), {}
     for key, value in state.items():
         if isinstance(value, bytes):
@@ -117,9 +107,8 @@ def save_tokenizer(src_vocab, tgt_vocab, folder: Path) -> dict:
 
 
 def load_published(folder=None, device=None) -> Checkpoint:
-    """The model in `folder` (default: the course's published model,
-    `models/tatoeba-en-fr`) on `device`, as a `Checkpoint` that `translate_lines` and
-    `evaluate_public` take; its `payload` is the folder's settings."""
+    """The model in `folder` (default: the course's) on `device`, as a `Checkpoint`
+    whose `payload` is the folder's settings."""
     from safetensors import SafetensorError
     from safetensors.torch import load_model
 
@@ -145,12 +134,8 @@ def load_published(folder=None, device=None) -> Checkpoint:
         ) from None
     found = settings.get("format") if isinstance(settings, dict) else None
     if found != FORMAT:
-        older = isinstance(found, str) and found.startswith(FORMAT.split("/")[0] + "/")
-        raise CheckpointError(
+        raise older_format(folder, found, FORMAT, "export it again") or CheckpointError(
             f"{folder}/settings.json is not a published model's (format {found!r})"
-            if not older
-            else f"{folder} was written by an older version of the course (format"
-            f" {found!r}, this one reads {FORMAT!r}): export it again"
         )
     model = model_from(settings, folder)
     try:  # the tokenizers' state, with the models its files hold

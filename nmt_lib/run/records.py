@@ -1,15 +1,13 @@
-"""Records: the figures a run measured, written as JSON by the run itself, so that the
-README and the book render them (`tools/render_tables.py`) instead of anyone typing
-them.
-
-`evaluate --record FILE` writes one for a trained model, `make bench` writes
-`bench/results/latest.json` and `make soak` writes `records/soak.json`. Each record says
-when, on which CPU and with which torch it was made.
+"""Records: the figures a run measured, written as JSON by the run itself (`evaluate
+--record`, `make bench`, `make soak`), stamped with the time, CPU and torch, so that the
+README and the book render them (`tools/render_tables.py`), not anyone's typing.
 """
 
 import json
 import os
 import platform
+import shlex
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,15 +24,8 @@ def cpu_name() -> str:
     model, flags = cpu_info()
     if model is None:
         return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    unit = (
-        "AVX-512 BF16"
-        if "avx512_bf16" in flags
-        else "AVX-512"
-        if "avx512f" in flags
-        else "AVX2"
-        if "avx2" in flags
-        else None
-    )
+    units = {"avx512_bf16": "AVX-512 BF16", "avx512f": "AVX-512", "avx2": "AVX2"}
+    unit = next((name for flag, name in units.items() if flag in flags), None)
     return f"{model}{f' ({unit})' if unit else ''}, {os.cpu_count()} cores"
 
 
@@ -65,39 +56,15 @@ def write_record(path, record: dict) -> Path:
     )
 
 
-SCORES = (
-    "split",
-    "beam",
-    "alpha",
-    "sentences",
-    "references",
-    "sacrebleu",
-    "signature",
-    "chrf",
-    "chrf_signature",
-    "token_bleu",
-    "unknown",
-    "copied",
-    "sacrebleu_with_unknowns",
-)
+SCORES = "split beam alpha sentences references sacrebleu signature chrf".split()
+SCORES += "chrf_signature token_bleu unknown copied sacrebleu_with_unknowns".split()
 
 
 def evaluation_record(ckpt, scores, *, command: str, seconds: float) -> dict:
-    """What `evaluate --record` writes: the scores and their signatures (of `scores`, an
-    `inference.Evaluation`), and what they are the scores of (the model's settings and
-    size, its vocabularies, data and training as the checkpoint holds them).
-    """
+    """What `evaluate --record` writes: the scores and signatures of `scores` (an
+    `Evaluation`), and the model, vocabularies, data and training they are of."""
     payload, progress = ckpt.payload, ckpt.payload.get("progress") or {}
-    history = progress.get("history") or {}
-    epochs = [
-        (e, s, v)
-        for e, s, v in zip(
-            history.get("epoch", []),
-            history.get("epoch_step", []),
-            history.get("valid_loss", []),
-        )
-        if v is not None
-    ]
+    epochs = validations(progress.get("history") or {})
     # the path is this machine's
     data = {k: v for k, v in payload["data"].items() if k != "path"}
     return {
@@ -126,9 +93,31 @@ def evaluation_record(ckpt, scores, *, command: str, seconds: float) -> dict:
     }
 
 
+def command_line(script: str, argv=None) -> str:
+    """How a script was run, for its record: `python SCRIPT ARGS`, shell-quoted."""
+    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+
+
+def bleu_interval(counts_a, counts_b) -> tuple[float, float]:
+    """The 95% interval of BLEU(a) - BLEU(b) over the sentences whose BLEU counts these
+    are: chapter 4a's paired bootstrap, its defaults."""
+    import numpy as np
+
+    from nmt_lib.metrics import paired_bootstrap
+
+    a, b = paired_bootstrap(counts_a, counts_b)
+    low, high = np.percentile(a - b, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def validations(history: dict) -> list[tuple]:
+    """(epoch, update, valid loss) of each validated epoch end in a run's history."""
+    ends = zip(*(history.get(k, []) for k in ("epoch", "epoch_step", "valid_loss")))
+    return [end for end in ends if end[2] is not None]
+
+
 def read_record(name: str) -> dict:
-    """The record `records/NAME.json` of this checkout (a chapter quotes what a
-    full-scale run measured)."""
+    """`records/NAME.json` of this checkout (a chapter quotes a full-scale run)."""
     path = RECORDS / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(

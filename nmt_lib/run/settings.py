@@ -1,10 +1,6 @@
-"""The command line's settings: what a run adds to chapter 9's `TrainSettings`, and the
-options built from the settings dataclasses, one per field that has a help text
-(`nmt_lib.base.course.setting`), so that `--help` and the code share one set of
-defaults.
-
-A setting is checked once, where it is defined (the dataclass's `__post_init__`, and its
-`choices`); the command line only reads numbers and turns a `ValueError` into one line.
+"""The command line's settings: what a run adds to chapter 9's `TrainSettings`, and an
+option per settings field with a help text (`base.course.setting`). A setting is checked
+where it is defined (`__post_init__`, `choices`); the command line only reads numbers.
 """
 
 import argparse
@@ -17,24 +13,16 @@ from nmt_lib.base.device import PRECISIONS
 from nmt_lib.training import TrainSettings
 
 PROGRESS = ("auto", "bar", "lines", "none")  # how the trainer shows its progress
-FAST = {  # chapter 10's switches, on in the tools, and low precision where it is native
-    "fast_dropout": True,
-    "loss": "sliced",
-    "fused_adam": True,
-    "precision": "auto",
-}
+# chapter 10's switches, on in the tools, and low precision where it is native
+FAST = dict(fast_dropout=True, loss="sliced", fused_adam=True, precision="auto")
 
 
 @dataclass
 class RunSettings(TrainSettings):
     """Chapter 9's `TrainSettings`, and what the command line adds to them."""
 
-    checkpoint_every: int = setting(
-        500, "updates between checkpoints (0: only at epoch ends)"
-    )
-    time_limit: float | None = setting(
-        None, "minutes; stop, with a checkpoint, once exceeded"
-    )
+    checkpoint_every: int = setting(500, "updates between checkpoints (0: epoch ends)")
+    time_limit: float | None = setting(None, "minutes; stop, with a checkpoint, after")
     keep_last: int = setting(
         0,
         "also keep the checkpoints of the last N epoch ends, as OUT.epochE.pt, for "
@@ -82,9 +70,8 @@ def option(f) -> tuple[list[str], str]:
 
 
 def add_settings(parser, cls, defaults: dict | None = None):
-    """One option per field of `cls` that has a help text. An option not given stays
-    out of the parsed arguments, so a run can tell what the user asked for; `defaults`
-    shows where the tools differ from the dataclass (chapter 10's switches)."""
+    """One option per field of `cls` with a help text; one not given stays out of the
+    parsed arguments. `defaults` shows where the tools differ from the dataclass."""
     group = parser.add_argument_group(f"{cls.__name__} (defaults in parentheses)")
     for f in fields(cls):
         if "help" not in f.metadata:

@@ -1,11 +1,7 @@
-"""The public test set a model of the course can be compared on: the Tatoeba Translation
-Challenge's English-French test, release v2021-08-07 (12,681 pairs, CC-BY 2.0 FR,
-tatoeba.org contributors).
-
-Where it is looked for, its download checked by SHA-256 (like the corpus), and the
-corpus pairs it rules out of training: the course's corpus is itself a Tatoeba export,
-so a model meant for this test must never have seen a pair that shares its English or
-its French sentence with a test pair.
+"""The public test set: the Tatoeba Translation Challenge's English-French test,
+v2021-08-07 (12,681 pairs, CC-BY 2.0 FR, tatoeba.org contributors), downloaded and
+checked by SHA-256; and the corpus pairs it rules out of training (the corpus is itself
+a Tatoeba export: a pair sharing a side with a test pair must not be trained on).
 """
 
 import unicodedata
@@ -27,8 +23,7 @@ TEST_SETS = ("tatoeba",)
 
 
 def tatoeba_test_dir(data_dir=None, *, download: bool = True) -> Path:
-    """The folder holding the test set's two files: `tatoeba-test/` under the data
-    directory ($NMT_DATA_DIR, else ~/.cache/nmt_course), downloaded if it is missing."""
+    """`tatoeba-test/` under the data directory, downloaded if it is missing."""
     root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
     folder = root / TATOEBA_FOLDER
     if all((folder / name).is_file() for name in TATOEBA_FILES):
@@ -51,8 +46,7 @@ def tatoeba_test_dir(data_dir=None, *, download: bool = True) -> Path:
 
 
 def read_tatoeba_test(data_dir=None, *, download: bool = True) -> list[tuple[str, str]]:
-    """The 12,681 (English, French) test pairs as written, each file's SHA-256
-    checked."""
+    """The 12,681 (English, French) test pairs as written, SHA-256 checked."""
     folder = tatoeba_test_dir(data_dir, download=download)
     sides = []
     for name, sha256 in TATOEBA_FILES.items():
@@ -71,19 +65,13 @@ def read_tatoeba_test(data_dir=None, *, download: bool = True) -> list[tuple[str
 
 
 def normalise(text: str) -> str:
-    """A sentence as compared for overlap: Unicode NFC, odd spaces plain, runs of spaces
-    one."""
-    return " ".join(
-        unicodedata.normalize("NFC", text)
-        .replace("\u202f", " ")
-        .replace("\u00a0", " ")
-        .split()
-    )
+    """A sentence as compared for overlap: NFC, odd spaces plain, runs of spaces one."""
+    text = unicodedata.normalize("NFC", text).replace("\u202f", " ")
+    return " ".join(text.replace("\u00a0", " ").split())
 
 
 def overlap_filter(test_pairs):
-    """A function telling whether a corpus pair (English, French) shares a side with a
-    test pair, exactly or after `normalise`."""
+    """Whether a corpus pair shares a side with a test pair, exactly or normalised."""
     english = {s for s, _ in test_pairs} | {normalise(s) for s, _ in test_pairs}
     french = {t for _, t in test_pairs} | {normalise(t) for _, t in test_pairs}
     return lambda src, tgt: (

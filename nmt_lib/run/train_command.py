@@ -1,7 +1,6 @@
-"""`python -m nmt_lib train`, the command: the settings of a run that starts now or
-goes on (`--resume`), one run per checkpoint (a lock file), and Ctrl-C, SIGTERM or
-SIGHUP ending with a checkpoint. The loop itself is `trainer.Run`. The command line
-imports this module for `train` alone.
+"""`python -m nmt_lib train`: the settings of a new or resumed run, one run per
+checkpoint (a lock file), and Ctrl-C, SIGTERM or SIGHUP ending with a checkpoint. The
+loop itself is `trainer.Run`.
 """
 
 import fcntl
@@ -21,35 +20,25 @@ from nmt_lib.modern import ModernParts
 from nmt_lib.run.average import kept_epochs
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
-from nmt_lib.run.parallel import (
-    join_process_group,
-    launched_by_torchrun,
-    leave_process_group,
-    rank_and_world,
-)
+from nmt_lib.run.parallel import join_process_group, launched_by_torchrun
+from nmt_lib.run.parallel import leave_process_group, rank_and_world
+from nmt_lib.run.records import validations
 from nmt_lib.run.settings import FAST, RunSettings, given, option
 from nmt_lib.run.trainer import Run, StopRequest, say, train_run
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}  # 128 + the signal
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, ssh gone
-RESUMABLE = (
-    "epochs",
-    "max_steps",
-    "time_limit",
-    "checkpoint_every",
-    "keep_last",
-    "precision",
-    "path",
-)  # what a resumed run may change (path: where the corpus is now)
+# what a resumed run may change, and where the corpus is now
+RESUMABLE = ("epochs", "max_steps", "time_limit", "checkpoint_every", "keep_last")
+RESUMABLE += ("precision", "path")
 
 
 @contextmanager
 def run_lock(path):
-    """Hold an exclusive lock for the run that writes `path`: a lock file beside it,
-    holding our pid. A second run on the same checkpoint stops with the first run's pid.
-    The system releases the lock of a process that dies, so a killed run's lock is taken
-    over, and the temporary files it left half-written for `path` are removed."""
+    """An exclusive lock on a file beside `path` that holds our pid: a second run on the
+    checkpoint stops, naming it. A dead process's lock is released by the system, and
+    the temporary files it left for `path` are removed."""
     path = Path(path)
     fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -72,9 +61,8 @@ def run_lock(path):
 
 @contextmanager
 def stop_on_signals(stop: StopRequest, announce):
-    """Inside the block, SIGINT, SIGTERM and SIGHUP set `stop` instead of killing the
-    process; `announce(name)` runs at the first one. Later signals change nothing, so a
-    second Ctrl-C cannot interrupt the checkpoint being written."""
+    """Inside, SIGINT, SIGTERM and SIGHUP set `stop` (`announce(name)` at the first);
+    a second Ctrl-C cannot interrupt the checkpoint being written."""
 
     def handler(signum, frame):
         if stop.reason is None:
@@ -90,16 +78,8 @@ def stop_on_signals(stop: StopRequest, announce):
 
 
 def held_out_line(progress: dict, has_valid: bool) -> str:
-    """The last validation loss, and whether it is the final weights' or an earlier
-    epoch end's."""
-    history = progress["history"]
-    done = [
-        (e, s, v)
-        for e, s, v in zip(
-            history["epoch"], history["epoch_step"], history["valid_loss"]
-        )
-        if v is not None
-    ]
+    """The last validation loss, and whether it is the final weights'."""
+    done = validations(progress["history"])
     if not has_valid:
         return "no validation split"
     if not done:
@@ -112,10 +92,6 @@ def held_out_line(progress: dict, has_valid: bool) -> str:
             " not validated"
         )
     return line
-
-
-# ---- the command: `python -m nmt_lib train`
-# ----------------------------------------------
 
 
 def new_settings(
@@ -142,13 +118,7 @@ def new_settings(
     return settings, model_options, corpus_options, parts
 
 
-def new_run(
-    settings: RunSettings,
-    model_options: dict,
-    corpus_options: dict,
-    parts: ModernParts,
-    device,
-):
+def new_run(settings, model_options: dict, corpus_options: dict, parts, device):
     """The corpus and a fresh model for a run that starts now."""
     say("reading the corpus ...\n")
     corpus = ParallelCorpus(**corpus_options)
@@ -176,8 +146,8 @@ def train_command(args, parser, run_class=Run) -> int:
 
 
 def resumed_run(args, out: Path, settings_class=RunSettings):
-    """The settings, corpus, model and checkpoint payload of the run saved in `out`,
-    with the options a resumed run may change."""
+    """The settings (with the changes allowed), corpus, model and payload of the run
+    saved in `out`."""
     ckpt = load_checkpoint(out, device=args.device)
     resume = ckpt.payload
     keys = ("progress", "optimizer", "schedule", "train")

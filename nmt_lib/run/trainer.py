@@ -1,13 +1,7 @@
-"""The loop of `python -m nmt_lib train`, built from chapter 9's pieces, with what a
-long run needs around it.
-
-`Run.train` is the loop: chapter 9's updates (`update_groups`, the loss, `apply_update`,
-the warm-up schedule) and held-out loss at each epoch's end, with chapter 10's speed-ups
-(`FastDropout`, the sliced loss, fused Adam), lower precision under `torch.autocast`
-(with loss scaling for fp16), data parallelism under torchrun, a checkpoint every
-`checkpoint_every` updates and at each epoch's end, stopping cleanly on a signal or a
-time limit, and resuming a checkpoint bit for bit (in one process). The command around
-it (settings, resuming, the lock, signals) is `train_command.py`.
+"""The loop of `python -m nmt_lib train`: chapter 9's updates and held-out loss, with
+chapter 10's speed-ups, autocast (fp16 with loss scaling), torchrun, checkpoints every
+`checkpoint_every` updates and at epoch ends, a clean stop on a signal or time limit,
+and bit-for-bit resuming. The command around it is `train_command.py`.
 """
 
 import math
@@ -25,28 +19,12 @@ from nmt_lib.loop import TrainingDiverged, evaluate_loss
 from nmt_lib.model_helpers import model_device
 from nmt_lib.recipes import paper_adam
 from nmt_lib.run.average import keep_epoch
-from nmt_lib.run.checkpoint import (
-    CheckpointError,
-    first_line,
-    save_checkpoint,
-)
-from nmt_lib.run.parallel import (
-    agree_to_stop,
-    all_sum,
-    data_parallel,
-    gradient_sync,
-    rank_and_world,
-    seed_rank,
-)
+from nmt_lib.run.checkpoint import CheckpointError, first_line, save_checkpoint
+from nmt_lib.run.parallel import agree_to_stop, all_sum, data_parallel, gradient_sync
+from nmt_lib.run.parallel import rank_and_world, seed_rank
 from nmt_lib.run.settings import RunSettings
-from nmt_lib.training import (
-    apply_update,
-    batch_loss,
-    epoch_line,
-    noam_schedule,
-    token_loaders,
-    update_groups,
-)
+from nmt_lib.training import apply_update, batch_loss, epoch_line, noam_schedule
+from nmt_lib.training import token_loaders, update_groups
 
 LOG_EVERY = 30.0  # seconds between two lines of progress (--progress lines)
 
@@ -70,19 +48,16 @@ class StopRequest:
 
 
 def new_progress() -> dict:
-    """Where a run stands, as its checkpoint records it: updates done, the epoch and the
-    micro-batch within it (a resumed run starts there), seconds, the random-number
-    state, and the history of rates and losses."""
+    """Where a run stands, as its checkpoint records it: updates, epoch, micro-batch
+    within it, seconds, random-number state, and the history of rates and losses."""
     keys = ("step", "lr", "train_loss", "tokens", "epoch", "epoch_step", "valid_loss")
     history = {key: [] for key in keys}
     return dict(step=0, epoch=1, batch=0, seconds=0.0, rng=None, history=history)
 
 
 def restore(resume: dict, optimizer, schedule, scaler, device) -> dict:
-    """Go on from a checkpoint's payload: its optimizer, schedule, fp16 loss scale and
-    random-number states (the CPU's, and the GPU's on CUDA, where dropout draws);
-    returns its progress.
-    """
+    """Load a checkpoint payload's optimizer, schedule, fp16 loss scale and random
+    states (CPU, and CUDA's where dropout draws); returns its progress."""
     try:
         optimizer.load_state_dict(resume["optimizer"])
         schedule.load_state_dict(resume["schedule"])
@@ -100,11 +75,10 @@ def restore(resume: dict, optimizer, schedule, scaler, device) -> dict:
 
 
 class Run:
-    """A run of the command line: its model, corpus, optimizer, schedule and progress,
-    and its loop (`train`). A subclass may read settings of its own (`settings_class`, a
-    subclass of `RunSettings`), train on its own view of the corpus (`training_data`),
-    act after each update (`after_update`) and add to the checkpoint (`extras`): the
-    speedrun's does (speedrun/train.py)."""
+    """A command-line run: model, corpus, optimizer, schedule, progress, and its loop
+    (`train`). A subclass (speedrun/train.py's) may add settings (`settings_class`),
+    view the corpus its own way (`training_data`), act after each update
+    (`after_update`) and add to the checkpoint (`extras`)."""
 
     settings_class = RunSettings
     command = "python -m nmt_lib train"  # how a learner starts (and resumes) such a run
@@ -158,8 +132,8 @@ class Run:
         self.stopped, self.shown = None, self.start
 
     def train(self) -> dict:
-        """Chapter 9's loop, from where the progress stands (a resumed run: mid-epoch)
-        until the epochs run out or `after_update` says stop."""
+        """Chapter 9's loop, from where the progress stands (maybe mid-epoch) until the
+        epochs run out or `after_update` says stop."""
         settings, progress = self.settings, self.progress
         history = progress["history"]
         loader, valid = token_loaders(self.training_data(self.model), settings)
@@ -200,10 +174,9 @@ class Run:
         return progress
 
     def accumulate(self, micro_batches) -> tuple[float, int]:
-        """This rank's share of an update's micro-batches, backpropagated under
-        autocast: their summed loss and target tokens over all ranks. DDP averages the
-        ranks' gradients, so each loss is scaled by the number of ranks to make it their
-        sum; fp16's loss scale is taken off before the update divides and clips."""
+        """Backpropagate this rank's share of the micro-batches under autocast; returns
+        the loss and target tokens summed over ranks. Each loss is scaled by the ranks,
+        since DDP averages gradients; fp16's scale is taken off before the update."""
         mine = micro_batches[self.rank :: self.world]
         loss_sum, n_sum = 0.0, 0
         # a rank without a share joins with a zero loss
@@ -223,9 +196,8 @@ class Run:
         return loss_sum, int(n_sum)
 
     def update(self, tokens: int):
-        """Chapter 9's `apply_update`; under fp16 the step goes through the loss
-        scaler, which skips it when the scaled gradients overflowed (the scale then
-        falls, and the schedule does not step)."""
+        """Chapter 9's `apply_update`; under fp16 through the loss scaler, which skips a
+        step whose gradients overflowed (then the schedule does not step)."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         if not self.scaler.is_enabled():
             return apply_update(
@@ -251,8 +223,7 @@ class Run:
         return self.stop_reason() is not None
 
     def end_epoch(self, valid):
-        """The held-out loss (rank 0 alone computes it), the epoch's line, a checkpoint
-        and the kept epochs."""
+        """Held-out loss (rank 0), the epoch's line, a checkpoint, the kept epochs."""
         progress, history = self.progress, self.progress["history"]
         validate = self.rank == 0 and bool(self.data.splits.valid)
         pad_id = self.data.tgt_vocab.pad_id
@@ -270,15 +241,13 @@ class Run:
             keep_epoch(self.checkpoint, progress["epoch"] - 1, self.settings.keep_last)
 
     def bar(self, total: int, initial: int, epoch: int):
-        """An epoch's tqdm bar, shown by rank 0 with --progress bar (auto: in a
-        terminal)."""
+        """An epoch's tqdm bar, on rank 0 with --progress bar."""
         off = self.rank != 0 or self.report in ("lines", "none")
         desc = f"epoch {epoch}/{self.settings.epochs}"
         return tqdm(total=total, initial=initial, desc=desc, unit="batch", disable=off)
 
     def show(self, bar, batches: int):
-        """The update just made, on the bar, or as a plain line every `LOG_EVERY`
-        seconds (--progress lines: for a log file)."""
+        """The update on the bar, or a line every `LOG_EVERY` s (--progress lines)."""
         p, history = self.progress, self.progress["history"]
         status = (
             f"step {p['step']:,}, loss {history['train_loss'][-1]:.3f},"
@@ -292,8 +261,7 @@ class Run:
             self.shown = now
 
     def stop_reason(self) -> str | None:
-        """Why to stop now, the same on every rank: a stop request, max_steps or the
-        time limit."""
+        """Why to stop, agreed by all ranks: a request, max_steps, the time limit."""
         reason = None
         if self.stop is not None and self.stop.reason is not None:
             reason = self.stop.reason
@@ -321,8 +289,7 @@ class Run:
         )
 
     def training_data(self, model):
-        """The corpus as the loop reads it (a subclass may segment it anew each
-        epoch)."""
+        """The corpus as the loop reads it."""
         return self.data
 
     def extras(self) -> dict:
@@ -330,8 +297,7 @@ class Run:
         return {}
 
     def save(self):
-        """The checkpoint (rank 0 writes it), unless the weights are no longer
-        finite."""
+        """The checkpoint (rank 0 writes it), unless the weights are not finite."""
         progress = self.progress
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             raise TrainingDiverged(
@@ -362,35 +328,13 @@ class Run:
             self.saved_at = progress["step"]
 
 
-def train_run(
-    model,
-    data,
-    settings: RunSettings,
-    *,
-    resume: dict | None = None,
-    checkpoint=None,
-    save_kwargs: dict | None = None,
-    report: str = "auto",
-    stop: StopRequest | None = None,
-    run_class=Run,
-) -> dict:
-    """Train `model` in a `run_class` run (`Run` or a subclass of it): from `resume` (a
-    checkpoint's payload) when given, writing `checkpoint` (a path) as it goes and when
-    it stops. `settings.fast_dropout` swaps the model's dropout layers for
-    `FastDropout` in place. Returns the progress; `progress["stopped"]` says why it
-    stopped before its epochs ran out."""
-    if settings.fast_dropout:
+def train_run(model, data, settings: RunSettings, *, run_class=Run, **options) -> dict:
+    """Train `model` in a `run_class` run, `options` as `Run` takes them (`resume`, a
+    checkpoint's payload; `checkpoint`, the path written). Returns the progress;
+    `progress["stopped"]` says why it stopped before its epochs ran out."""
+    if settings.fast_dropout:  # chapter 10's FastDropout, in place
         use_fast_dropout(model)
-    run = run_class(
-        model,
-        data,
-        settings,
-        resume=resume,
-        checkpoint=checkpoint,
-        save_kwargs=save_kwargs,
-        report=report,
-        stop=stop,
-    )
+    run = run_class(model, data, settings, **options)
     try:
         if run.stop_reason() != "max_steps":  # else nothing is left to train
             run.train()
