@@ -13,7 +13,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg
+NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tools/nbval_sanitize.cfg \
+         --nbval-kernel-startup-timeout 300
 # The notebooks nbval runs: the chapters, the solutions (absent from the student edition) and the assignments.
 NOTEBOOK_DIRS := notebooks $(wildcard solutions) assignments
 # The tests run in two parts: most of them, and the notebooks under nbval, in two workers
