@@ -172,9 +172,6 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: drives a browser, starts processes or injects faults"
     )
-    config.addinivalue_line(
-        "markers", "serial: starts several kernels at once; `make test` runs it alone"
-    )
 
 
 def pytest_collection_modifyitems(items):

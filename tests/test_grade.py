@@ -395,7 +395,6 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_path):
     """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader,
     graded in the sandbox, one written answer graded by hand (as formgrader would),
