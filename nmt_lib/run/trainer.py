@@ -1,7 +1,7 @@
 """The loop of `python -m nmt_lib train`: chapter 9's updates and held-out loss, with
 chapter 10's speed-ups, autocast (fp16 with loss scaling), torchrun, checkpoints every
 `checkpoint_every` updates and at epoch ends, a clean stop on a signal or time limit,
-and bit-for-bit resuming. The command around it is `train_command.py`.
+and bit-for-bit resuming in one process. The command around it is `train_command.py`.
 """
 
 import math
