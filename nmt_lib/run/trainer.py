@@ -107,9 +107,9 @@ class Run:
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.dtype == torch.float16
         )  # weights and Adam stay fp32
-        params = [p for p in model.parameters() if p.requires_grad]
+        self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = paper_adam(
-            params, lr=settings.lr_factor, fused=settings.fused_adam
+            self.params, lr=settings.lr_factor, fused=settings.fused_adam
         )
         self.schedule = noam_schedule(
             self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
@@ -198,7 +198,7 @@ class Run:
     def update(self, tokens: int):
         """Chapter 9's `apply_update`; under fp16 through the loss scaler, which skips a
         step whose gradients overflowed (then the schedule does not step)."""
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        params = self.params
         if not self.scaler.is_enabled():
             return apply_update(
                 params, self.optimizer, self.schedule, tokens, self.settings.clip
