@@ -36,7 +36,7 @@ def switches(model) -> str:
     """The model's choices where 2017 and today differ, in words (its config, and
     chapter 12's parts)."""
     cfg = model.cfg
-    parts = model.parts if isinstance(model.parts, ModernParts) else ModernParts()
+    parts = getattr(model, "parts", ModernParts())
     kv = parts.kv_heads or cfg.n_heads
     return ", ".join(
         [

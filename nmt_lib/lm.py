@@ -18,7 +18,9 @@ from torch import nn
 from nmt_lib.attention import causal_mask
 from nmt_lib.base.course import setting
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.transformer import Block, KVCache, Parts, self_attention
+from nmt_lib.multihead import MultiHeadAttention
+from nmt_lib.positional import PositionalEncoding
+from nmt_lib.transformer import Block, KVCache, PositionWiseFFN, self_attention
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,11 @@ class CausalBlock(Block):
     """Chapter 7's decoder block without its cross-attention: masked self-attention,
     then the feed-forward network, each inside a residual connection with layer norm."""
 
-    def __init__(self, cfg: LMConfig, parts: Parts):
+    def __init__(self, cfg: LMConfig):
         super().__init__(cfg)
-        self.self_attn = parts.self_attention(cfg)
-        self.ffn = parts.ffn(cfg)
-        self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
 
     def forward(self, x, mask, cache=None):  # x (B, T, D); a KVCache when decoding
         attend = lambda y: self_attention(self.self_attn, y, mask, cache)
@@ -65,17 +67,18 @@ class DecoderOnlyLM(nn.Module):
     embedding matrix itself (weight tying, the paper's section 3.4), so it adds only a
     bias."""
 
-    def __init__(self, cfg: LMConfig, parts: Parts | None = None):
+    def __init__(self, cfg: LMConfig):
         super().__init__()
-        parts = Parts() if parts is None else parts
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = parts.positions(cfg, cfg.context)
-        self.blocks = nn.ModuleList(
-            CausalBlock(cfg, parts) for _ in range(cfg.n_layers)
-        )
-        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+        self.pos = PositionalEncoding(cfg.d_model, cfg.dropout, cfg.context)
+        self.blocks = nn.ModuleList(CausalBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.out = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.tie_and_initialise()
+
+    def tie_and_initialise(self):
+        cfg = self.cfg
         # scaled up by sqrt(D) in use
         nn.init.normal_(self.embedding.weight, std=cfg.d_model**-0.5)
         for name, p in self.named_parameters():

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from nmt_lib.decoding import Decoded, cut_at_eos
-from nmt_lib.lm import DecoderOnlyLM, LMConfig
+from nmt_lib.lm import LMConfig
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.modern import TODAY, ModernParts
+from nmt_lib.modern import TODAY, ModernLM, ModernParts
 
 
 class DecoderOnlyTranslator(nn.Module):
@@ -88,4 +88,4 @@ def decoder_only(data, sizes, d_ff=None):
         context=128,
         norm_first=True,
     )
-    return DecoderOnlyTranslator(DecoderOnlyLM(cfg, ModernParts(**TODAY)), offset=Vs)
+    return DecoderOnlyTranslator(ModernLM(cfg, ModernParts(**TODAY)), offset=Vs)

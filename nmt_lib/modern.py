@@ -2,23 +2,37 @@
 # notebook, then re-export.
 
 """From 2017 to today: RMSNorm, the SwiGLU feed-forward network, rotary position
-embeddings (RoPE) and grouped-query attention (GQA), each a switch of `ModernParts`,
-which builds chapter 7's Transformer (and chapter 11's language model) with today's
-modules. The chapter's measurement is in `nmt_lib.modern_experiment`, its decoder-only
-translator in `nmt_lib.lm_translator`.
+embeddings (RoPE) and grouped-query attention (GQA), each a switch of `ModernParts`;
+chapter 7's Transformer (`ModernTransformer`) and chapter 11's language model
+(`ModernLM`) built from those parts. The chapter's measurement is in
+`nmt_lib.modern_experiment`, its decoder-only translator in `nmt_lib.lm_translator`.
 
 Shapes: B batch, T positions, S source length, D = d_model, H query heads, G key/value
 heads, Dh = D / H, V vocabulary size.
 """
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.multihead import MultiHeadAttention, split_heads
 from nmt_lib.base.course import setting
-from nmt_lib.transformer import KVCache, Parts
+from nmt_lib.lm import CausalBlock, DecoderOnlyLM, LMConfig
+from nmt_lib.multihead import MultiHeadAttention, split_heads
+from nmt_lib.positional import PositionalEncoding
+from nmt_lib.seq2seq import EncoderDecoder
+from nmt_lib.transformer import (
+    Block,
+    DecoderBlock,
+    EncoderBlock,
+    KVCache,
+    PositionWiseFFN,
+    Transformer,
+    TransformerConfig,
+    TransformerDecoder,
+    TransformerEncoder,
+)
 
 
 class RMSNorm(nn.Module):
@@ -115,16 +129,18 @@ class GroupedQueryAttention(MultiHeadAttention):
 
 
 class NoTable(nn.Dropout):
-    """With rotary positions nothing is added to the embeddings: dropout alone, which
-    takes the table's `offset` argument and ignores it."""
+    """With rotary positions nothing is added to the embeddings: dropout alone. Chapter
+    7's decoder tells its table where the new tokens start (`offset`); rotary positions
+    enter in attention, so this has no use for it."""
 
     def forward(self, x, offset: int = 0):
         return super().forward(x)
 
 
 @dataclass(frozen=True)
-class ModernParts(Parts):
-    """Chapter 7's parts with today's changes, each a switch; all off is the paper's."""
+class ModernParts:
+    """The modules of a Transformer's blocks with today's changes, each a switch; all
+    off is the paper's."""
 
     rms: bool = setting(False, "RMSNorm instead of LayerNorm")
     swiglu: bool = setting(
@@ -142,14 +158,14 @@ class ModernParts(Parts):
 
     def self_attention(self, cfg) -> nn.Module:
         if not self.rope and self.kv_heads in (None, cfg.n_heads):
-            return super().self_attention(cfg)
+            return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         return GroupedQueryAttention(
             cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout, rotary=self.rope
         )
 
     def cross_attention(self, cfg) -> nn.Module:  # never rotary: no common order
         if self.kv_heads in (None, cfg.n_heads):
-            return super().cross_attention(cfg)
+            return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         return GroupedQueryAttention(
             cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout
         )
@@ -157,19 +173,95 @@ class ModernParts(Parts):
     def ffn(self, cfg) -> nn.Module:
         if self.swiglu:
             return SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
-        return super().ffn(cfg)
+        return PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
 
     def norm(self, cfg) -> nn.Module:
-        return RMSNorm(cfg.d_model) if self.rms else super().norm(cfg)
+        return RMSNorm(cfg.d_model) if self.rms else nn.LayerNorm(cfg.d_model)
 
     def positions(self, cfg, max_len: int) -> nn.Module:
-        return NoTable(cfg.dropout) if self.rope else super().positions(cfg, max_len)
-
-    def decoder_layers(self, cfg) -> int:
-        return self.dec_layers or cfg.n_layers
+        if self.rope:
+            return NoTable(cfg.dropout)
+        return PositionalEncoding(cfg.d_model, cfg.dropout, max_len)
 
 
 TODAY = dict(rms=True, swiglu=True, rope=True, kv_heads=2)  # all of today's switches
+
+
+class ModernEncoderBlock(EncoderBlock):
+    def __init__(self, cfg: TransformerConfig, parts: ModernParts):
+        Block.__init__(self, cfg)  # the residual's dropout and norm_first
+        self.self_attn = parts.self_attention(cfg)
+        self.ffn = parts.ffn(cfg)
+        self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
+
+
+class ModernDecoderBlock(DecoderBlock):
+    def __init__(self, cfg: TransformerConfig, parts: ModernParts):
+        Block.__init__(self, cfg)
+        self.self_attn = parts.self_attention(cfg)
+        self.cross_attn = parts.cross_attention(cfg)
+        self.ffn = parts.ffn(cfg)
+        self.norm1, self.norm2, self.norm3 = (parts.norm(cfg) for _ in range(3))
+
+
+class ModernEncoder(TransformerEncoder):
+    def __init__(self, cfg: TransformerConfig, parts: ModernParts):
+        nn.Module.__init__(self)
+        self.scale = math.sqrt(cfg.d_model)
+        self.embedding = nn.Embedding(
+            cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id
+        )
+        self.pos = parts.positions(cfg, cfg.max_len)
+        blocks = (ModernEncoderBlock(cfg, parts) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+
+
+class ModernDecoder(TransformerDecoder):
+    def __init__(self, cfg: TransformerConfig, parts: ModernParts):
+        nn.Module.__init__(self)
+        self.scale = math.sqrt(cfg.d_model)
+        V, D = cfg.tgt_vocab_size, cfg.d_model
+        self.embedding = nn.Embedding(V, D, padding_idx=cfg.pad_id)
+        self.pos = parts.positions(cfg, cfg.max_len)
+        layers = parts.dec_layers or cfg.n_layers
+        blocks = (ModernDecoderBlock(cfg, parts) for _ in range(layers))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+        self.dense = nn.Linear(D, V)
+
+
+class ModernTransformer(Transformer):
+    """Chapter 7's Transformer with the modules `parts` picks."""
+
+    def __init__(self, cfg: TransformerConfig, parts: ModernParts = ModernParts()):
+        encoder, decoder = ModernEncoder(cfg, parts), ModernDecoder(cfg, parts)
+        EncoderDecoder.__init__(self, encoder, decoder)
+        self.cfg, self.parts = cfg, parts
+        self.tie_and_initialise()
+
+
+class ModernCausalBlock(CausalBlock):
+    def __init__(self, cfg: LMConfig, parts: ModernParts):
+        Block.__init__(self, cfg)
+        self.self_attn = parts.self_attention(cfg)
+        self.ffn = parts.ffn(cfg)
+        self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
+
+
+class ModernLM(DecoderOnlyLM):
+    """Chapter 11's language model with the modules `parts` picks."""
+
+    def __init__(self, cfg: LMConfig, parts: ModernParts = ModernParts()):
+        nn.Module.__init__(self)
+        self.cfg, self.parts = cfg, parts
+        self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos = parts.positions(cfg, cfg.context)
+        blocks = (ModernCausalBlock(cfg, parts) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+        self.out = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.tie_and_initialise()
 
 
 def cache_bytes(cache) -> int:

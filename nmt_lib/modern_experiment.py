@@ -15,10 +15,10 @@ from nmt_lib.base.device import default_device
 from nmt_lib.decoding import evaluate_bleu
 from nmt_lib.fast import greedy_decode_fast
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
-from nmt_lib.modern import TODAY, ModernParts, cache_bytes
+from nmt_lib.modern import TODAY, ModernParts, ModernTransformer, cache_bytes
 from nmt_lib.recipes import TRANSFORMER_SIZES
 from nmt_lib.training import TrainSettings, fit
-from nmt_lib.transformer import Transformer, TransformerConfig
+from nmt_lib.transformer import TransformerConfig
 
 
 def d_ff_for(build, target: int) -> int:
@@ -54,7 +54,7 @@ def encoder_decoder(data, sizes, d_ff=None, norm_first=False, **switches):
         **{**sizes, "d_ff": d_ff or sizes["d_ff"]},
         norm_first=norm_first,
     )
-    return Transformer(cfg, ModernParts(**switches))
+    return ModernTransformer(cfg, ModernParts(**switches))
 
 
 def variants_at_size(data, sizes) -> tuple[dict, int]:

@@ -23,18 +23,11 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table to (B, T, D) inputs, then dropout (a rate, or a dropout
-    module)."""
+    """Adds the sinusoidal table to (B, T, D) inputs, then dropout."""
 
-    def __init__(
-        self, d_model: int, dropout: float | nn.Module = 0.0, max_len: int = 1000
-    ):
+    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 1000):
         super().__init__()
-        # A rate, or a dropout module built by the caller (the Transformer passes the
-        # one its config picks).
-        self.dropout = (
-            dropout if isinstance(dropout, nn.Module) else nn.Dropout(dropout)
-        )
+        self.dropout = nn.Dropout(dropout)
         # (max_len, D)
         self.register_buffer("P", sinusoidal_table(max_len, d_model), persistent=False)
 

@@ -86,6 +86,8 @@ class TransformerConfig:
                 f"d_model ({self.d_model}) must be even and a multiple of n_heads "
                 f"({self.n_heads})"
             )
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "tie_embeddings needs one shared vocabulary for both languages, got "
@@ -94,36 +96,12 @@ class TransformerConfig:
             )
 
 
-class Parts:
-    """The modules a Transformer's blocks are built from, the paper's; chapter 12
-    passes its own."""
-
-    def self_attention(self, cfg) -> nn.Module:
-        return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-
-    def cross_attention(self, cfg) -> nn.Module:
-        return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-
-    def ffn(self, cfg) -> nn.Module:
-        return PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
-
-    def norm(self, cfg) -> nn.Module:
-        return nn.LayerNorm(cfg.d_model)
-
-    def decoder_layers(self, cfg) -> int:
-        return cfg.n_layers
-
-    def positions(self, cfg, max_len: int) -> nn.Module:
-        """What the scaled embeddings go through: the sinusoidal table, then dropout."""
-        return PositionalEncoding(cfg.d_model, nn.Dropout(cfg.dropout), max_len)
-
-
 class EncoderBlock(Block):
-    def __init__(self, cfg: TransformerConfig, parts: Parts):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__(cfg)
-        self.self_attn = parts.self_attention(cfg)
-        self.ffn = parts.ffn(cfg)
-        self.norm1, self.norm2 = parts.norm(cfg), parts.norm(cfg)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
 
     def forward(self, x, mask):  # x (B, S, D), mask (B, 1, 1, S)
         x = self.residual(x, self.norm1, lambda y: self.self_attn(y, y, y, mask))
@@ -131,17 +109,15 @@ class EncoderBlock(Block):
 
 
 class TransformerEncoder(nn.Module):
-    def __init__(self, cfg: TransformerConfig, parts: Parts):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.scale = math.sqrt(cfg.d_model)
         self.embedding = nn.Embedding(
             cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id
         )
-        self.pos = parts.positions(cfg, cfg.max_len)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(cfg, parts) for _ in range(cfg.n_layers)
-        )
-        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+        self.pos = PositionalEncoding(cfg.d_model, cfg.dropout, cfg.max_len)
+        self.blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
     def forward(self, src, src_len):  # (B, S) ids -> memory (B, S, D)
         mask = lens_to_mask(src_len, src.shape[1]).unsqueeze(1)  # (B, 1, 1, S)
@@ -196,12 +172,14 @@ def self_attention(attn, y, mask, cache: KVCache | None = None):
 
 
 class DecoderBlock(Block):
-    def __init__(self, cfg: TransformerConfig, parts: Parts):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__(cfg)
-        self.self_attn = parts.self_attention(cfg)
-        self.cross_attn = parts.cross_attention(cfg)
-        self.ffn = parts.ffn(cfg)
-        self.norm1, self.norm2, self.norm3 = (parts.norm(cfg) for _ in range(3))
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = PositionWiseFFN(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.norm3 = nn.LayerNorm(cfg.d_model)
 
     def forward(self, x, mem, mask, cache=None):
         """x (B, T, D) -> (B, T, D). `mem`: the encoder's projected keys and values and
@@ -213,15 +191,14 @@ class DecoderBlock(Block):
 
 
 class TransformerDecoder(nn.Module):
-    def __init__(self, cfg: TransformerConfig, parts: Parts):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.scale = math.sqrt(cfg.d_model)
         V, D = cfg.tgt_vocab_size, cfg.d_model
         self.embedding = nn.Embedding(V, D, padding_idx=cfg.pad_id)
-        self.pos = parts.positions(cfg, cfg.max_len)
-        layers = parts.decoder_layers(cfg)
-        self.blocks = nn.ModuleList(DecoderBlock(cfg, parts) for _ in range(layers))
-        self.norm = parts.norm(cfg) if cfg.norm_first else nn.Identity()
+        self.pos = PositionalEncoding(D, cfg.dropout, cfg.max_len)
+        self.blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(D) if cfg.norm_first else nn.Identity()
         self.dense = nn.Linear(D, V)
 
     def init_state(self, memory, src_len) -> TransformerState:
@@ -258,10 +235,13 @@ class TransformerDecoder(nn.Module):
 
 
 class Transformer(EncoderDecoder):
-    def __init__(self, cfg: TransformerConfig, parts: Parts | None = None):
-        parts = Parts() if parts is None else parts
-        super().__init__(TransformerEncoder(cfg, parts), TransformerDecoder(cfg, parts))
-        self.cfg, self.parts = cfg, parts
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__(TransformerEncoder(cfg), TransformerDecoder(cfg))
+        self.cfg = cfg
+        self.tie_and_initialise()
+
+    def tie_and_initialise(self):
+        cfg = self.cfg
         if cfg.tie_embeddings:  # one (V, D) matrix read three times
             self.decoder.embedding.weight = self.encoder.embedding.weight
             self.decoder.dense.weight = self.encoder.embedding.weight

@@ -15,13 +15,15 @@ from nmt_lib.lm_train import (
     train_lm,
 )
 from nmt_lib.model_helpers import num_parameters
+from nmt_lib.modern import ModernLM
 from nmt_lib.text import Vocab
 
 
 def tiny_lm(context=16, norm_first=False, parts=None, vocab_size=40):
     torch.manual_seed(0)
     sizes = dict(d_model=16, n_heads=2, d_ff=32, n_layers=2, norm_first=norm_first)
-    return DecoderOnlyLM(LMConfig(vocab_size, context=context, **sizes), parts).eval()
+    cfg = LMConfig(vocab_size, context=context, **sizes)
+    return (DecoderOnlyLM(cfg) if parts is None else ModernLM(cfg, parts)).eval()
 
 
 def sample(model, prompt, steps, seed, **kw):

@@ -10,13 +10,15 @@ from torch import nn
 from test_checks import one_line  # the graders' one-sentence message
 from nmt_lib.checks import check_kv_sharing, check_rms_norm, check_rope
 from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
-from nmt_lib.lm import DecoderOnlyLM, LMConfig
+from nmt_lib.lm import LMConfig
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.lm_translator import DecoderOnlyTranslator, prompt_greedy, translate_ids
 from nmt_lib.modern import (
     TODAY,
     GroupedQueryAttention,
+    ModernLM,
     ModernParts,
+    ModernTransformer,
     RMSNorm,
     SwiGLU,
     cache_bytes,
@@ -26,7 +28,7 @@ from nmt_lib.modern import (
 from nmt_lib.modern_experiment import d_ff_for, mean_difference
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
-from nmt_lib.transformer import PositionWiseFFN, Transformer, TransformerConfig
+from nmt_lib.transformer import PositionWiseFFN, TransformerConfig
 
 
 def tiny(norm_first=False, **switches):
@@ -34,7 +36,7 @@ def tiny(norm_first=False, **switches):
     cfg = TransformerConfig(
         20, 30, d_model=32, n_heads=4, d_ff=48, n_layers=2, norm_first=norm_first
     )
-    return Transformer(cfg, ModernParts(**switches)).eval()
+    return ModernTransformer(cfg, ModernParts(**switches)).eval()
 
 
 def test_rope_scores_depend_only_on_the_distance():
@@ -128,7 +130,7 @@ def test_swiglu_and_d_ff_for_match_the_parameter_count():
     for D, F in [(128, 512), (256, 768), (64, 100)]:
         relu = num_parameters(PositionWiseFFN(D, F))
         assert abs(num_parameters(SwiGLU(D, swiglu_width(D, F))) / relu - 1) < 0.01
-    build = lambda d_ff=256, **kw: Transformer(
+    build = lambda d_ff=256, **kw: ModernTransformer(
         TransformerConfig(300, 400, d_model=64, n_heads=4, n_layers=2, d_ff=d_ff),
         ModernParts(**kw),
     )
@@ -140,7 +142,7 @@ def test_swiglu_and_d_ff_for_match_the_parameter_count():
 
 def test_the_decoder_only_translator_reads_english_then_french():
     torch.manual_seed(0)
-    lm = DecoderOnlyLM(
+    lm = ModernLM(
         LMConfig(12 + 15, d_model=32, n_heads=4, d_ff=48, context=32, norm_first=True),
         ModernParts(**TODAY),
     )

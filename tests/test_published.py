@@ -16,7 +16,7 @@ from nmt_lib.run import published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
 from nmt_lib.run.inference import translate_lines
-from nmt_lib.transformer import Parts, Transformer, TransformerConfig
+from nmt_lib.transformer import Transformer, TransformerConfig
 
 SENTENCES = ["I am tired.", "", "We see a dog?", "You are not cold!"]
 SHIPPED = published.MODELS / published.PUBLISHED
@@ -101,12 +101,14 @@ def test_a_checkpoint_and_a_published_model_say_which_model_they_are(
 ):
     """Chapter 12's parts travel with the weights: a modern model comes back modern, not
     as chapter 7's."""
-    from nmt_lib.modern import GroupedQueryAttention, ModernParts, RMSNorm
+    from nmt_lib.modern import GroupedQueryAttention, ModernParts, ModernTransformer
+    from nmt_lib.modern import RMSNorm
 
     ckpt = load_checkpoint(subword_checkpoint, device="cpu")
     today = ModernParts(rms=True, swiglu=True, rope=True, kv_heads=1)
     torch.manual_seed(0)
-    path = resave(tmp_path / "modern.pt", Transformer(ckpt.model.cfg, today), ckpt)
+    model = ModernTransformer(ckpt.model.cfg, today)
+    path = resave(tmp_path / "modern.pt", model, ckpt)
     folder = published.export_model(
         path, tmp_path / "pub", card="card\n", dtype=torch.float32
     )
@@ -120,7 +122,7 @@ def test_a_checkpoint_and_a_published_model_say_which_model_they_are(
         assert translate_lines(back, SENTENCES) == translate_lines(saved, SENTENCES)
     plain = published.export_model(subword_checkpoint, tmp_path / "p17", card="")
     # chapter 7's model stays it
-    assert type(published.load_published(plain, device="cpu").model.parts) is Parts
+    assert type(published.load_published(plain, device="cpu").model) is Transformer
 
 
 @needs_shipped

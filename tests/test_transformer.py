@@ -177,6 +177,8 @@ def test_translate_with_beam_search_and_bad_configuration():
     sentences = ["I am here.", "", "unknown words"]
     out = translate(model, sentences, src_vocab, tgt_vocab, search=beam, max_len=6)
     assert out[1] == "" and all(len(o.split()) <= 6 for o in out)
+    with pytest.raises(ValueError, match="dropout must be in"):  # nan too
+        TransformerConfig(10, 10, dropout=float("nan"))
     with pytest.raises(ValueError, match="multiple of n_heads"):
         TransformerConfig(10, 10, d_model=30, n_heads=4)
     src, src_len = torch.tensor([[4, 2]]), torch.tensor([2])

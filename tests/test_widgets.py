@@ -6,6 +6,7 @@ import torch
 
 from nmt_lib.decoding import beam_search, greedy_decode, sequence_scores, translate
 from nmt_lib.evaluation import beam_trace, trace_path
+from nmt_lib.modern import ModernTransformer
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig
 from nmt_lib.run.app import KINDS, TranslatorApp, draw_attention, explore, static_views
@@ -25,7 +26,8 @@ def model_for(src, tgt, seed=0, n_layers=2, parts=None):
     """An untrained Transformer of width 16 between two vocabularies."""
     torch.manual_seed(seed)
     sizes = dict(d_model=16, n_heads=2, d_ff=32, n_layers=n_layers)
-    return Transformer(TransformerConfig(len(src), len(tgt), **sizes), parts).eval()
+    cfg = TransformerConfig(len(src), len(tgt), **sizes)
+    return (Transformer(cfg) if parts is None else ModernTransformer(cfg, parts)).eval()
 
 
 @pytest.fixture(scope="module")

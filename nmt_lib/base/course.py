@@ -117,7 +117,9 @@ def check_choices(settings):
 
 
 def number(kind, optional: bool = False, minimum=None):
-    """An argparse type: a finite `kind`, at least `minimum`; 'none' if `optional`."""
+    """An argparse type: a `kind`, finite and at least `minimum` if one is given; 'none'
+    if `optional`. Without a minimum it only parses: a setting's dataclass checks its
+    value."""
 
     def parse(text):
         if optional and text.lower() == "none":
@@ -127,10 +129,10 @@ def number(kind, optional: bool = False, minimum=None):
         except ValueError:
             expected = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
+        if minimum is not None and not (math.isfinite(value) and value >= minimum):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number, at least {minimum}, got {text}"
+            )
         return value
 
     return parse

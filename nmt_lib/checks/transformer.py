@@ -208,20 +208,20 @@ def check_decoder_block(cls) -> str:
     from nmt_lib.attention import causal_mask, lens_to_mask
 
     # chapter 7's
-    from nmt_lib.transformer import DecoderBlock, Parts, TransformerConfig
+    from nmt_lib.transformer import DecoderBlock, TransformerConfig
 
     torch.manual_seed(0)
     cfg = TransformerConfig(
         10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0, norm_first=True
     )
-    course = DecoderBlock(cfg, Parts()).eval()
+    course = DecoderBlock(cfg).eval()
     with torch.no_grad():  # norms that are not the identity
         for norm in (course.norm1, course.norm2, course.norm3):
             norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-0.3, 0.3)
     mine = learner_call("building cls(16, 4, 32)", cls, 16, 4, 32)
     load_course_weights("cls(16, 4, 32)", mine, course)
     post = DecoderBlock(
-        TransformerConfig(10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0), Parts()
+        TransformerConfig(10, 10, d_model=16, n_heads=4, d_ff=32, dropout=0.0)
     ).eval()
     post.load_state_dict(course.state_dict())
 

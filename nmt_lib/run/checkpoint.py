@@ -14,7 +14,7 @@ from nmt_lib.base.cache import atomic_save
 from nmt_lib.run.corpus import BY_KIND, preparer
 from nmt_lib.base.device import default_device
 from nmt_lib.text import Vocab
-from nmt_lib.modern import ModernParts
+from nmt_lib.modern import ModernParts, ModernTransformer
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"  # 3: the decoder depth moved to the parts
@@ -43,12 +43,12 @@ def save_checkpoint(
     any, `extras` plain data and tensors a trainer adds; "parts" holds chapter 12's
     switches (None: chapter 7's Transformer)."""
     state = lambda obj: obj.state_dict() if obj is not None else None
-    parts = model.parts
+    parts = getattr(model, "parts", None)  # chapter 12's ModernTransformer
     return atomic_save(
         {
             "format": CHECKPOINT_FORMAT,
             "config": asdict(model.cfg),
-            "parts": asdict(parts) if isinstance(parts, ModernParts) else None,
+            "parts": asdict(parts) if parts is not None else None,
             "state_dict": model.state_dict(),
             "src_vocab": list(src_vocab.idx_to_token),
             "tgt_vocab": list(tgt_vocab.idx_to_token),
@@ -199,4 +199,4 @@ def model_from(settings: dict, path) -> Transformer:
         preparer(settings["data"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path} is damaged ({first_line(e)})") from None
-    return Transformer(cfg, parts)
+    return Transformer(cfg) if parts is None else ModernTransformer(cfg, parts)

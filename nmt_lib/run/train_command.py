@@ -16,7 +16,7 @@ import torch
 from nmt_lib.base.cache import temporary_files
 from nmt_lib.base.device import autocast_dtype
 from nmt_lib.model_helpers import num_parameters
-from nmt_lib.modern import ModernParts
+from nmt_lib.modern import ModernParts, ModernTransformer
 from nmt_lib.run.average import kept_epochs
 from nmt_lib.run.checkpoint import CheckpointError, load_checkpoint
 from nmt_lib.run.corpus import CorpusSettings, ParallelCorpus
@@ -25,7 +25,7 @@ from nmt_lib.run.parallel import leave_process_group, rank_and_world
 from nmt_lib.run.records import validations
 from nmt_lib.run.settings import FAST, RunSettings, given, option
 from nmt_lib.run.trainer import Run, StopRequest, say, train_run
-from nmt_lib.transformer import Transformer, TransformerConfig
+from nmt_lib.transformer import TransformerConfig
 
 EXIT_STATUS = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}  # 128 + the signal
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, ssh gone
@@ -126,7 +126,8 @@ def new_run(settings, model_options: dict, corpus_options: dict, parts, device):
         len(corpus.src_vocab), len(corpus.tgt_vocab), **model_options
     )
     torch.manual_seed(settings.seed)
-    model = Transformer(cfg, parts)  # initialised on the CPU: the same on any device
+    # initialised on the CPU: the same on any device
+    model = ModernTransformer(cfg, parts)
     return settings, corpus, model.to(device)
 
 
