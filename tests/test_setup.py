@@ -1,13 +1,15 @@
-"""The set-up files agree with each other, and nmt_lib keeps to its allowed imports."""
+"""nmt_lib keeps to its allowed imports; the course installed from its wheel runs."""
 
 import ast
+import shutil
+import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
 ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
-
-
 # sacreBLEU is the reference scorer of `python -m nmt_lib evaluate`, SentencePiece the
 # subword tokenizer (chapter 8b), ipywidgets and IPython the translator app (chapter 8),
 # safetensors the published model's weights (nmt_lib.run.published), scipy Student's t
@@ -16,6 +18,7 @@ ALLOWED = {"torch", "numpy", "matplotlib", "pandas", "tqdm", "nmt_lib"}
 LAZY_ONLY = set(
     "pooch sacrebleu sentencepiece ipywidgets IPython safetensors scipy".split()
 )
+SOURCES = {"pyproject.toml", "README.md", "nmt_lib", "speedrun", "models"}
 
 
 def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
@@ -23,39 +26,37 @@ def test_nmt_lib_imports_only_torch_numpy_matplotlib_pandas_and_tqdm():
         # the speedrun's trainer, installed beside nmt_lib, trains assignment 3's runs,
         # whose check reads its settings
         lazy = LAZY_ONLY | ({"speedrun"} if path.parent.name == "checks" else set())
-        tree = ast.parse(path.read_text())
-        in_function = {
-            id(n)
-            for f in ast.walk(tree)
-            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for n in ast.walk(f)
-        }
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                lazy_ok = top in lazy and id(node) in in_function
-                assert top in ALLOWED or top in sys.stdlib_module_names or lazy_ok, (
-                    f"{path.name} imports {name}"
-                )
+        t, defs = ast.parse(path.read_text()), (ast.FunctionDef, ast.AsyncFunctionDef)
+        inner = {id(n) for f in ast.walk(t) if isinstance(f, defs) for n in ast.walk(f)}
+        imports = [n for n in ast.walk(t) if isinstance(n, ast.Import | ast.ImportFrom)]
+        for node in (n for n in imports if not getattr(n, "level", 0)):  # absolute
+            for alias in node.names:
+                top = (getattr(node, "module", None) or alias.name).split(".")[0]
+                ok = top in ALLOWED or top in sys.stdlib_module_names
+                assert ok or top in lazy and id(node) in inner, f"{path} imports {top}"
 
 
-def test_every_package_of_nmt_lib_and_the_speedrun_is_installed_by_pyproject():
-    # A sub-package missing from [tool.setuptools] packages imports in a checkout but
-    # not after `pip install .`.
-    import tomllib
+@pytest.mark.hosted
+def test_a_hosted_notebook_runs_chapters_1_and_8_from_an_installed_wheel(
+    tmp_path, monkeypatch
+):
+    import nbformat
+    from nbclient import NotebookClient
 
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
-    setuptools = setuptools["setuptools"]
-    data_only = set(setuptools["package-dir"])  # folders mapped in: the published model
-    found = {
-        ".".join(p.parent.relative_to(ROOT).parts)
-        for package in ("nmt_lib", "speedrun")
-        for p in (ROOT / package).rglob("__init__.py")
-    }
-    assert found == set(setuptools["packages"]) - data_only
+    src, site = tmp_path / "src", tmp_path / "site"
+    shutil.copytree(ROOT, src, ignore=lambda d, n: {*n * (d == str(ROOT))} - SOURCES)
+    # `pip install .` as a hosted notebook does (a wheel built, installed not editable),
+    # into a folder the kernel's path puts before the checkout's editable install
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site]
+    subprocess.run([*pip, "--no-build-isolation", src], check=True)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    # every package of nmt_lib/ and speedrun/ installed (pyproject.toml lists them)
+    packages = {p.parent.relative_to(src) for p in src.glob("[ns]*/**/__init__.py")}
+    assert packages <= {p.parent.relative_to(site) for p in site.rglob("__init__.py")}
+    monkeypatch.setenv("NMT_QUICK", "1")
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "models"))  # none trained yet
+    for c in ("01_data", "08_evaluation"):
+        nb = nbformat.read(shutil.copy(ROOT / f"notebooks/{c}.ipynb", tmp_path), 4)
+        nb.cells.append(nbformat.v4.new_code_cell("import nmt_lib; nmt_lib.__file__"))
+        NotebookClient(nb, resources={"metadata": {"path": tmp_path}}).execute()
+        assert str(site) in nb.cells[-1].outputs[0]["data"]["text/plain"]
