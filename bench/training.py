@@ -23,10 +23,9 @@ from torch import nn
 
 from nmt_lib.base.device import autocast_dtype
 from nmt_lib.data import NMTData, collate
-from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
+from nmt_lib.fast import fused_paper_adam, sliced_batch_loss, use_fast_dropout
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.positional import PositionalEncoding
-from nmt_lib.recipes import paper_adam
 from nmt_lib.text import load_fra_eng, split_pairs
 from nmt_lib.training import TrainSettings, apply_update, noam_schedule
 from nmt_lib.transformer import Transformer, TransformerConfig
@@ -165,7 +164,7 @@ class Contender:
 
     def __init__(self, name, model, step, optimizer=None, dtype=None):
         self.name, self.model, self.step = name, model, step
-        self.optimizer = optimizer or paper_adam(model.parameters(), LR, fused=True)
+        self.optimizer = optimizer or fused_paper_adam(model.parameters(), LR)
         self.dtype = dtype  # autocast dtype of the forward pass; None: fp32
         self.schedule = noam_schedule(
             self.optimizer, d_model=D_MODEL, warmup=SETTINGS.warmup

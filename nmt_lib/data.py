@@ -146,7 +146,6 @@ class BucketSampler(torch.utils.data.Sampler):
         *,
         max_tokens: int | None = None,
         shuffle: bool = True,
-        pool_batches: int = 50,
         seed: int = 0,
     ):
         if max_tokens is not None and max_tokens < max(lengths, default=0):
@@ -156,7 +155,8 @@ class BucketSampler(torch.utils.data.Sampler):
             )
         self.lengths = list(lengths)
         self.batch_size, self.max_tokens = batch_size, max_tokens
-        self.shuffle, self.pool = shuffle, batch_size * pool_batches
+        # sorted by length within pools of 50 batches
+        self.shuffle, self.pool = shuffle, batch_size * 50
         self.seed, self.epoch, self._batches = seed, 0, None
 
     def set_epoch(self, epoch: int):

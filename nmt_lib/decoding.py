@@ -190,27 +190,6 @@ def greedy_decode_nocache(
     return Decoded(tokens, [None] * len(tokens))
 
 
-@torch.no_grad()
-def sequence_scores(
-    model, src, src_len, sequences, *, bos_id: int, eos_id: int, alpha: float = 1.0
-):
-    """Log-probability of each token list (plus `<eos>` unless cut at `max_len`),
-    divided by length**alpha.
-
-    `sequences` is a list of (tokens, ended) pairs; `ended` says whether `<eos>`
-    follows.
-    """
-    rows = [[bos_id] + toks + ([eos_id] if ended else []) for toks, ended in sequences]
-    T = max(len(r) for r in rows) - 1
-    tgt = torch.tensor([r + [0] * (T + 1 - len(r)) for r in rows], device=src.device)
-    with eval_mode(model):
-        logp = torch.log_softmax(model(src, src_len, tgt[:, :-1]), dim=-1)  # (B, T, V)
-    token_logp = logp.gather(-1, tgt[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T)
-    lengths = torch.tensor([len(r) - 1 for r in rows], device=src.device)
-    real = torch.arange(T, device=src.device) < lengths.unsqueeze(1)
-    return (token_logp * real).sum(1) / lengths.clamp_min(1).float() ** alpha
-
-
 def beam_step(scores, logp, finished, eos_id: int):
     """One step of beam search for B sentences of K beams: the K best one-token
     extensions of each.

@@ -15,7 +15,7 @@ import torch
 
 from nmt_lib.decoding import MAX_LEN, beam_search, cut_at_eos
 from nmt_lib.metrics import corpus_bleu, sentence_bleu
-from nmt_lib.model_helpers import model_device
+from nmt_lib.model_helpers import eval_mode, model_device
 
 
 def bleu_by_length(result, edges=(1, 4, 5, 6, 7, 100)) -> pd.DataFrame:
@@ -222,3 +222,24 @@ def draw_beam_tree(nodes, to_token, *, title="Beam search tree"):
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     return fig
+
+
+@torch.no_grad()
+def sequence_scores(
+    model, src, src_len, sequences, *, bos_id: int, eos_id: int, alpha: float = 1.0
+):
+    """Log-probability of each token list (plus `<eos>` unless cut at `max_len`),
+    divided by length**alpha.
+
+    `sequences` is a list of (tokens, ended) pairs; `ended` says whether `<eos>`
+    follows.
+    """
+    rows = [[bos_id] + toks + ([eos_id] if ended else []) for toks, ended in sequences]
+    T = max(len(r) for r in rows) - 1
+    tgt = torch.tensor([r + [0] * (T + 1 - len(r)) for r in rows], device=src.device)
+    with eval_mode(model):
+        logp = torch.log_softmax(model(src, src_len, tgt[:, :-1]), dim=-1)  # (B, T, V)
+    token_logp = logp.gather(-1, tgt[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T)
+    lengths = torch.tensor([len(r) - 1 for r in rows], device=src.device)
+    real = torch.arange(T, device=src.device) < lengths.unsqueeze(1)
+    return (token_logp * real).sum(1) / lengths.clamp_min(1).float() ** alpha

@@ -126,10 +126,9 @@ TRANSFORMER_RECIPE = dict(TRANSFORMER_SIZES, epochs=4, lr=1e-3, batch_size=128, 
 TRANSFORMER_QUICK = dict(d_model=64, d_ff=128, epochs=3, lr=2e-3)  # quick mode's
 
 
-def paper_adam(params, lr: float = 1e-3, *, fused: bool = False) -> torch.optim.Adam:
-    """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9; `fused`: chapter 10's
-    one-kernel update."""
-    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+def paper_adam(params, lr: float = 1e-3) -> torch.optim.Adam:
+    """Adam with the paper's beta = (0.9, 0.98) and eps = 1e-9."""
+    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
 def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=None):

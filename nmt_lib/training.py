@@ -54,9 +54,6 @@ def smoothed_targets(
 @dataclass
 class TrainSettings:
     epochs: int = setting(6, "passes over the training split")
-    max_steps: int | None = setting(
-        None, "stop after this many updates (none: after the epochs)"
-    )
     max_tokens: int = setting(2500, "padded positions per micro-batch")
     tokens_per_update: int = setting(
         2000, "target tokens per update, accumulated over micro-batches"
@@ -70,7 +67,7 @@ class TrainSettings:
     seed: int = setting(1, "seed of weights, dropout and batch order")
 
     def __post_init__(self):  # where a learner's numbers enter: one line each
-        counts = ("epochs", "max_steps", "max_tokens", "tokens_per_update", "warmup")
+        counts = ("epochs", "max_tokens", "tokens_per_update", "warmup")
         for name in (*counts, "lr_factor", "clip"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
@@ -97,14 +94,12 @@ def batch_loss(
     return loss, int((batch.tgt_out != pad_id).sum())
 
 
-def update_groups(
-    tokens: list[int], per_update: int, start: int = 0
-) -> list[tuple[int, int]]:
-    """Cut micro-batches `start, start + 1, ...` (holding `tokens[i]` target tokens
-    each) into updates `(first, end)`: consecutive micro-batches until they hold
-    `per_update` tokens, or the epoch ends."""
-    groups, first, held = [], start, 0
-    for i in range(start, len(tokens)):
+def update_groups(tokens: list[int], per_update: int) -> list[tuple[int, int]]:
+    """Cut micro-batches (holding `tokens[i]` target tokens each) into updates
+    `(first, end)`: consecutive micro-batches until they hold `per_update` tokens, or
+    the epoch ends."""
+    groups, first, held = [], 0, 0
+    for i in range(len(tokens)):
         held += tokens[i]
         if held >= per_update or i + 1 == len(tokens):
             groups.append((first, i + 1))
@@ -184,8 +179,6 @@ def fit(
             step += 1
             for name, value in zip(names, (step, lr, loss / tokens, tokens)):
                 history[name].append(value)
-            if step == settings.max_steps:
-                break
         held_out = evaluate_loss(model, valid, pad_id) if data.splits.valid else None
         for name, value in zip(names[4:], (epoch, step, held_out)):
             history[name].append(value)
@@ -195,8 +188,6 @@ def fit(
             tqdm.write(epoch_line(progress))
         if save is not None:  # a checkpoint: all it takes to translate, or go on
             save(optimizer=optimizer, schedule=rates, progress=progress)
-        if step == settings.max_steps:
-            break
     model.eval()
     return progress
 

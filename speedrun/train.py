@@ -153,7 +153,6 @@ class Resegmented:
             batch_size=usual.batch_size,
             max_tokens=usual.max_tokens,
             shuffle=usual.shuffle,
-            pool_batches=usual.pool // usual.batch_size,
             seed=usual.seed,
         )
         return torch.utils.data.DataLoader(

@@ -8,9 +8,9 @@ from nmt_lib.decoding import (
     beam_search,
     greedy_decode,
     greedy_decode_nocache,
-    sequence_scores,
     translate,
 )
+from nmt_lib.evaluation import sequence_scores
 from nmt_lib.multihead import kept_weights
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig

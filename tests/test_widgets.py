@@ -4,8 +4,8 @@
 import pytest
 import torch
 
-from nmt_lib.decoding import beam_search, greedy_decode, sequence_scores, translate
-from nmt_lib.evaluation import beam_trace, trace_path
+from nmt_lib.decoding import beam_search, greedy_decode, translate
+from nmt_lib.evaluation import beam_trace, sequence_scores, trace_path
 from nmt_lib.modern import ModernTransformer
 from nmt_lib.text import Vocab
 from nmt_lib.transformer import Transformer, TransformerConfig

@@ -1,52 +1,69 @@
 #!/usr/bin/env python3
-"""Build the module's slides: one reveal.js deck per session of the module plan
-(book/module_plan.json), from the executed chapters, working offline (reveal.js and
-MathJax are copied beside the decks: no CDN).
+"""Build the module's slides: one reveal.js deck per session of the ten-week plan
+(book/module_plan.json, `ten_weeks`), each the lecture written for it in book/lectures/,
+working offline (reveal.js, its speaker notes and MathJax are copied beside the decks).
 
-    # or: make slides; then open build/slides/index.html
+    # or: make slides; then open build/slides/index.html (S opens the speaker notes)
     python tools/slides.py build/slides
 
-A deck opens with the session's outcomes, what to run in class and the reading. Then,
-for each chapter of the session: its title and learning goals; every figure, under the
-heading of its section; the cells a teacher marked as slides (in JupyterLab's property
-inspector, *Slide Type* "Slide"; a code cell shows its code and printed output, its
-figures on slides of their own, a markdown cell its text, or its display equations alone
-when the text is longer than a slide holds); the summary; and one slide per concept
-question, for a quiz at the start of the next session. It ends with the homework. A
-figure cell marked "Skip" is left out. The figures are the committed notebooks' outputs:
-re-execute a chapter (`make notebooks`) to refresh them.
+A deck opens with the session's week, the assignments due and released that day and the
+reading, all from the plan, and the question the lecture answers; it ends with the
+homework and the assignments still open, from the plan too. The lecture in between is
+the file book/lectures/LECTURE.md that the session's `lecture` names: a `# title`, then
+blocks, each under a `## Kind: argument` heading, each a slide in the order written:
+
+    ## Question               the question the session answers (on the opening slide)
+    ## Step: HEADING          a step of the build-up to the key equation ($$...$$)
+    ## Figure: NAME           figures/NAME.png, as the executed chapter saved it
+    ## Code: 05 NAME          chapter 5's function or class NAME (or Class.method): the
+                              lesson's own lines, without its docstring or #| lines
+    ## Live: 05 HEADING       run live the section of chapter 5 whose heading starts so;
+                              its speaker notes give the time its cells took, executed
+    ## Room                   a question to ask the room
+    ## Notes                  speaker notes for the slide before
+
+A Figure, Code or Live block's first line is its slide's heading, the rest its caption.
 """
 
 import argparse
+import ast
+import functools
 import html
 import json
 import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from nbconvert.filters.markdown_mistune import markdown2html_mistune as markdown
 
+import render_tables as rt
+
 ROOT = Path(__file__).resolve().parent.parent
-# characters: a marked markdown cell longer than this shows its display equations alone
-EQUATION_SLIDE = 400
 PLAN = ROOT / "book" / "module_plan.json"
+LECTURES = ROOT / "book" / "lectures"
+FIGURES = ROOT / "figures"
+CODE_LINES = 16  # the most lines a code slide shows
 STYLE = """
-.reveal { font-size: 26px; }
+.reveal { font-size: 28px; }
 .reveal .slides section { text-align: left; }
 .reveal h1, .reveal h2, .reveal h3 { text-transform: none; }
-.reveal h1 { font-size: 1.8em; } .reveal h2 { font-size: 1.35em; }
-.reveal h3 { font-size: 1.05em; }
-.reveal p, .reveal li { line-height: 1.3; }
+.reveal h1 { font-size: 1.7em; } .reveal h2 { font-size: 1.3em; }
+.reveal p, .reveal li { line-height: 1.35; }
 .reveal ul, .reveal ol { display: block; margin-left: 1.2em; }
-.reveal img.figure { display: block; margin: 0.3em auto; max-width: 100%;
-  max-height: 610px; }
-.reveal pre { width: 100%; font-size: 0.55em; box-shadow: none; }
-.reveal pre code { max-height: 560px; }
-.reveal table { font-size: 0.6em; }
-.reveal .meta { color: #555; font-size: 0.8em; }
+.reveal img.figure { display: block; margin: 0.2em auto; max-width: 100%;
+  max-height: 540px; }
+.reveal pre { width: 100%; font-size: 0.7em; box-shadow: none; }
+.reveal pre code { max-height: 600px; }
+.reveal blockquote { width: 90%; font-style: normal; }
+.reveal .meta, .reveal .caption { color: #555; font-size: 0.75em; }
 """
+
+
+def fail(message: str):
+    raise SystemExit(f"slides: {message}")
 
 
 def inline(text: str) -> str:
@@ -54,118 +71,188 @@ def inline(text: str) -> str:
     return re.sub(r"^<p>(.*)</p>\s*$", r"\1", markdown(text), flags=re.S)
 
 
-def slide_type(cell) -> str:
-    return cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "")
+@functools.cache
+def chapter(number: str) -> tuple[dict, list[dict]]:
+    """An executed chapter: what render_tables reads of it (title, when and where it
+    ran), and its cells."""
+    path = next((ROOT / "notebooks").glob(f"{number}_*.ipynb"), None)
+    if path is None:
+        fail(f"no chapter {number} in notebooks/")
+    return rt.chapter(path), json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
-def outputs(cell_outputs: list[dict]) -> str:
-    """A code cell's figures, HTML tables and printed text, as HTML."""
-    parts = []
-    for out in cell_outputs:
-        data = out.get("data", {})
-        if "image/png" in data:
-            parts.append(
-                '<img class="figure" alt="figure"'
-                f' src="data:image/png;base64,{data["image/png"].strip()}">'
+def code(number: str, name: str) -> str:
+    """The lines of chapter `number` that define `name`, a function or class or
+    Class.method, without its docstring and the cell's `#|` directives."""
+    outer, _, inner = name.partition(".")
+    for cell in chapter(number)[1]:
+        lines = [
+            line
+            for line in "".join(cell["source"]).splitlines()
+            if not line.startswith(("#|", "%", "!"))
+        ]
+        try:
+            tree = ast.parse("\n".join(lines)) if cell["cell_type"] == "code" else None
+        except SyntaxError:
+            continue
+        found = [n for n in getattr(tree, "body", []) if getattr(n, "name", 0) == outer]
+        if found and inner:
+            found = [n for n in found[0].body if getattr(n, "name", 0) == inner]
+        if not found:
+            continue
+        node, first = found[0], found[0].body[0]
+        skip = (
+            range(first.lineno, first.end_lineno + 1) if ast.get_docstring(node) else ()
+        )
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        shown = [
+            lines[i - 1] for i in range(start, node.end_lineno + 1) if i not in skip
+        ]
+        if len(shown) > CODE_LINES:
+            fail(
+                f"chapter {number}'s {name} has {len(shown)} lines, more than a slide's"
+                f" {CODE_LINES}: show a method of it"
             )
-        elif "text/html" in data:
-            parts.append("".join(data["text/html"]))
-        elif out.get("output_type") == "stream" or "text/plain" in data:
-            text = "".join(out.get("text") or data.get("text/plain", ""))
-            parts.append(f"<pre>{html.escape(text)}</pre>")
-    return "\n".join(parts)
+        return textwrap.dedent("\n".join(shown))
+    fail(f"chapter {number} defines no {name}")
 
 
-def section(body: str) -> str:
-    return f"<section>\n{body}\n</section>"
+def section_seconds(number: str, heading: str) -> float:
+    """How long the code cells of a chapter's section (from the `## ` heading that
+    starts with `heading` to the next) ran when the chapter was executed."""
+    cells = chapter(number)[1]
+    heads = [
+        (i, line[3:])
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("## ")
+    ]
+    at = next((k for k, (_, h) in enumerate(heads) if h.startswith(heading)), None)
+    if at is None:
+        fail(f"chapter {number} has no section headed {heading!r}")
+    end = heads[at + 1][0] if at + 1 < len(heads) else len(cells)
+    return sum(map(rt.cell_seconds, cells[heads[at][0] : end]))
 
 
-def part_after(text: str, heading: str) -> str:
-    """The markdown under `heading` up to the next heading of its level or above."""
-    start = text.index(heading) + len(heading)
-    end = re.search(r"^#{1,2} ", text[start:], re.M)
-    return text[start : start + end.start() if end else len(text)].strip()
+def blocks(name: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """A lecture's title and its blocks: (kind, argument, Markdown text)."""
+    path = LECTURES / f"{name}.md"
+    if not path.is_file():
+        fail(f"the plan names the lecture {name}, but {path} is missing")
+    text = path.read_text(encoding="utf-8")
+    title = re.search(r"^# (.+)$", text, re.M)
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    heads = [head.partition(":") for head in parts[1::2]]
+    found = [
+        (k.strip().lower(), a.strip(), b.strip())
+        for (k, _, a), b in zip(heads, parts[2::2])
+    ]
+    return (title.group(1) if title else name), found
 
 
-def pieces(text: str, limit: int = 1500) -> list[str]:
-    """Markdown cut between paragraphs or top-level list items into parts of at most
-    about `limit` characters, one per slide."""
-    parts = [""]
-    for block in re.split(r"\n(?=\* |\d+\. |\n)", text):
-        if parts[-1] and len(parts[-1]) + len(block) > limit:
-            parts.append("")
-        parts[-1] += block + "\n"
-    return [p.strip() for p in parts]
+def block_slide(kind: str, argument: str, body: str) -> tuple[str, str]:
+    """One block's slide, as HTML, and its speaker notes."""
+    heading, _, caption = body.partition("\n")
+    caption = f'<div class="caption">{markdown(caption)}</div>' if caption else ""
+    if kind == "step":
+        return f"<h2>{inline(argument)}</h2>\n{markdown(body)}", ""
+    if kind == "room":
+        return f"<h2>Ask the room</h2>\n{markdown(body)}", ""
+    if kind == "figure":
+        if not (FIGURES / f"{argument}.png").is_file():
+            fail(f"no figure figures/{argument}.png")
+        src = f"_static/figures/{argument}.png"
+        image = f'<img class="figure" alt="{argument}" src="{src}">'
+        return f"<h2>{inline(heading)}</h2>\n{image}\n{caption}", ""
+    number, _, name = argument.partition(" ")
+    where = f"chapter {rt.label(number)}"
+    if kind == "code":
+        shown = html.escape(code(number, name))
+        return (
+            f"<h2>{inline(heading)}</h2>\n<pre><code>{shown}</code></pre>\n"
+            f'<p class="meta">{where}, <code>{html.escape(name)}</code></p>\n{caption}'
+        ), ""
+    if kind == "live":
+        ch, took = chapter(number)[0], rt.duration(section_seconds(number, name))
+        notes = (
+            f'Run {where}, section "{name}", live: its cells took {took} when the'
+            f" chapter was executed ({ch['mode']} mode, {ch['executed']}, {ch['cpu']})."
+        )
+        meta = f'<p class="meta">{where}, section "{html.escape(name)}": {took}</p>'
+        return f"<h2>Live: {inline(heading)}</h2>\n{meta}\n{caption}", notes
+    fail(f"unknown block '## {kind.title()}'")
 
 
-def cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+def plan() -> list[tuple[str, int, dict]]:
+    """(the label, the number of the last numbered session, the plan's row) for each
+    session of the ten-week plan; an optional one is labelled so, not numbered."""
+    out, number = [], 0
+    for row in json.loads(PLAN.read_text(encoding="utf-8"))["ten_weeks"]["sessions"]:
+        number += not row.get("optional")
+        label = "Optional session" if row.get("optional") else f"Session {number}"
+        out.append((label, number, row))
+    return out
 
 
-def chapter_slides(path: Path) -> list[str]:
-    # heading: as HTML, the section a figure belongs to (before the first: the chapter)
-    slides, heading = [], ""
-    for cell in cells(path):
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "markdown":
-            if source.startswith("# "):
-                title = source.splitlines()[0][2:]
-                heading = html.escape(title)
-                goals = re.search(
-                    r"\*\*Learning goals\.\*\*.*?(?=\n\n\*\*|\n#|\Z)", source, re.S
-                )
-                slides.append(
-                    section(
-                        f"<h1>{heading}</h1>\n"
-                        + (markdown(goals.group(0)) if goals else "")
-                    )
-                )
-            elif re.search(r"^## Summary$", source, re.M):
-                parts = pieces(part_after(source, "## Summary"))
-                slides += [
-                    section(
-                        f"<h2>Summary{f' ({i}/{len(parts)})' * (len(parts) > 1)}</h2>\n"
-                        + markdown(part)
-                    )
-                    for i, part in enumerate(parts, 1)
-                ]
-            elif re.search(r"^## Concept questions$", source, re.M):
-                questions = re.split(
-                    r"^(?=\d+\. )",
-                    part_after(source, "## Concept questions"),
-                    flags=re.M,
-                )[1:]
-                for q in questions:
-                    slides.append(section("<h2>Concept question</h2>\n" + markdown(q)))
-            found = re.findall(r"^## (.+)$", source, re.M)
-            heading = inline(found[-1]) if found else heading
-            # a key equation: the cell, or its displays alone
-            if slide_type(cell) == "slide":
-                # the heading is the title
-                text = re.sub(r"^#{1,3} .*$", "", source, flags=re.M).strip()
-                displays = re.findall(r"\$\$.+?\$\$", text, re.S)
-                body = (
-                    "\n\n".join(displays)
-                    if displays and len(text) > EQUATION_SLIDE
-                    else text
-                )
-                slides.append(section(f"<h2>{heading}</h2>\n" + markdown(body)))
-        else:
-            shown = cell.get("outputs", [])
-            figures = [o for o in shown if "image/png" in o.get("data", {})]
-            # the code and its printed output; its figures follow
-            if slide_type(cell) == "slide":
-                code = f"<pre><code>{html.escape(source)}</code></pre>"
-                printed = outputs([o for o in shown if o not in figures])
-                slides.append(section(f"<h2>{heading}</h2>\n{code}\n{printed}"))
-            if slide_type(cell) != "skip":
-                slides += [
-                    section(f"<h2>{heading}</h2>\n" + outputs([o])) for o in figures
-                ]
-    return slides
+def session_deck(label: str, number: int, row: dict, sessions: list, about: dict):
+    """A session's deck: the plan's facts around its lecture."""
+    title, found = blocks(row["lecture"])
+    name = lambda a: f"{a}, {html.escape(about[a]['title'])}"
+    said = lambda side, what: (
+        f'<p class="{side}">{what}: {"; ".join(map(name, row[side]))}</p>'
+        if row.get(side)
+        else ""
+    )
+    chapters = [
+        html.escape(chapter(n)[0]["title"])
+        + "".join(
+            f" ({w} &ldquo;{html.escape(s)}&rdquo;)"
+            for w, s in (("from", a), ("until", b))
+            if s
+        )
+        for n, a, b in rt.session_parts(row)
+    ]
+    question = "".join(markdown(b) for k, _, b in found if k == "question")
+    opening = (
+        f'<p class="when">{label}, week {row["week"]}</p>\n'
+        + f"<h1>{html.escape(title)}</h1>\n"
+        + (f'<p class="meta">Reading: {"; ".join(chapters)}</p>\n' if chapters else "")
+        + f"<blockquote>{question}</blockquote>\n"
+        + said("due", "Due today")
+        + said("released", "Released today")
+    )
+    slides = [[opening, ""]]
+    for kind, argument, body in found:
+        if kind == "notes":
+            slides[-1][1] += "\n\n" + body
+        elif kind != "question":
+            slides.append(list(block_slide(kind, argument, body)))
+    due = {a: (n, r["week"]) for _, n, r in sessions for a in r.get("due", [])}
+    released = {a: n for _, n, r in sessions for a in r.get("released", [])}
+    still = [
+        f"{name(a)}: due in session {due[a][0]} (week {due[a][1]})"
+        for a in about
+        if released[a] <= number < due[a][0]
+    ]
+    slides.append(
+        [
+            "<h2>Before the next session</h2>\n"
+            + markdown(f"**Homework:** {rt.homework(row)}.")
+            + (f"<p><b>Open:</b> {'<br>'.join(still)}</p>" if still else ""),
+            "",
+        ]
+    )
+    sections = "\n".join(
+        f"<section>\n{body}\n"
+        + (f'<aside class="notes">{markdown(notes.strip())}</aside>\n' if notes else "")
+        + "</section>"
+        for body, notes in slides
+    )
+    return title, deck(f"{label}: {title}", sections)
 
 
-def deck(title: str, slides: list[str]) -> str:
+def deck(title: str, sections: str) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -177,74 +264,41 @@ def deck(title: str, slides: list[str]) -> str:
 </head>
 <body>
 <div class="reveal"><div class="slides">
-{chr(10).join(slides)}
+{sections}
 </div></div>
 <script src="_static/reveal/dist/reveal.js"></script>
 <script src="_static/reveal/plugin/math/math.js"></script>
+<script src="_static/reveal/plugin/notes/notes.js"></script>
 <script>
 Reveal.initialize({{hash: true, width: 1280, height: 800, margin: 0.04, center: false,
   slideNumber: "c/t",
   mathjax3: {{mathjax: "_static/mathjax/tex-chtml.js",
               tex: {{inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]]}}}},
-  plugins: [RevealMath.MathJax3]}});
+  plugins: [RevealMath.MathJax3, RevealNotes]}});
 </script>
 </body>
 </html>
 """
 
 
-def sessions() -> list[tuple[str, str, dict]]:
-    """(file name, title, the plan's row) for each session, numbered as the teacher's
-    guide numbers them."""
-    out, n = [], 0
-    for row in json.loads(PLAN.read_text(encoding="utf-8"))["sessions"]:
-        if row.get("optional"):
-            out.append(
-                (f"optional-{'-'.join(row['chapters'])}.html", "Optional session", row)
-            )
-        else:
-            n += 1
-            out.append((f"session-{n:02d}.html", f"Session {n}", row))
+def decks() -> dict[str, str]:
+    """Each deck's file name and HTML, the index's included."""
+    data = json.loads(PLAN.read_text(encoding="utf-8"))["ten_weeks"]
+    sessions, out, items = plan(), {}, []
+    for label, number, row in sessions:
+        title, out[f"{row['lecture']}.html"] = session_deck(
+            label, number, row, sessions, data["assignments"]
+        )
+        items.append(
+            f'<li>Week {row["week"]}: <a href="{row["lecture"]}.html">{label}.'
+            f" {html.escape(title)}</a></li>"
+        )
+    out["index.html"] = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">'
+        "<title>Slides</title></head>\n<body>\n<h1>The ten-week module: one lecture"
+        " per session</h1>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</body>\n</html>\n"
+    )
     return out
-
-
-def session_deck(title: str, row: dict) -> str:
-    chapters = [
-        next((ROOT / "notebooks").glob(f"{c}_*.ipynb")) for c in row["chapters"]
-    ]
-    sources = [["".join(c["source"]) for c in cells(p)] for p in chapters]
-    titles = [
-        next(s.splitlines()[0][2:] for s in chapter if s.startswith("# "))
-        for chapter in sources
-    ]
-    shown = " &middot; ".join(html.escape(t) for t in titles)
-    opening = f"<h1>{title}</h1>\n<h3>{shown}</h3>\n" + markdown(
-        f"**Outcomes:** {row['outcomes']}.\n\n**In class:** {row['demo']}.\n\n"
-        f"**Reading:** {row['reading']}"
-    )
-    closing = "<h2>Before the next session</h2>\n" + markdown(
-        f"**Homework:** {row['homework']}.\n\n"
-        + (f"**Due:** {row['due']}.\n\n" if row.get("due") else "")
-        + f"**Planned study:** {row['study_h']:g} h."
-    )
-    slides = (
-        [section(opening)]
-        + [s for p in chapters for s in chapter_slides(p)]
-        + [section(closing)]
-    )
-    return deck(f"{title}: {', '.join(titles)}", slides)
-
-
-def index(rows) -> str:
-    items = "\n".join(
-        f'<li><a href="{name}">{title}</a>: {html.escape(row["outcomes"])}</li>'
-        for name, title, row in rows
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head><meta'
-        ' charset="utf-8"><title>Slides</title></head>\n<body>\n<h1>Slides, one deck'
-        f" per session</h1>\n<ul>\n{items}\n</ul>\n</body>\n</html>\n"
-    )
 
 
 def main(argv=None) -> int:
@@ -266,22 +320,30 @@ def main(argv=None) -> int:
                 f"slides: {folder / check} is missing: run `python"
                 f" tools/fetch_static.py {name} {folder}` (make slides does)"
             )
+    built = decks()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = sessions()
     with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=".slides-") as tmp:
         tmp = Path(tmp) / "slides"
-        shutil.copytree(args.reveal / "dist", tmp / "_static" / "reveal" / "dist")
-        shutil.copytree(
-            args.reveal / "plugin" / "math",
-            tmp / "_static" / "reveal" / "plugin" / "math",
-        )
-        shutil.copytree(args.mathjax, tmp / "_static" / "mathjax")
-        for name, title, row in rows:
-            (tmp / name).write_text(session_deck(title, row), encoding="utf-8")
-        (tmp / "index.html").write_text(index(rows), encoding="utf-8")
+        static = tmp / "_static"
+        shutil.copytree(args.reveal / "dist", static / "reveal" / "dist")
+        for plugin in ("math", "notes"):
+            shutil.copytree(
+                args.reveal / "plugin" / plugin, static / "reveal" / "plugin" / plugin
+            )
+        shutil.copytree(args.mathjax, static / "mathjax")
+        (static / "figures").mkdir()
+        for name in set(
+            re.findall(r"_static/figures/([\w.-]+)", "".join(built.values()))
+        ):
+            shutil.copy(FIGURES / name, static / "figures" / name)
+        for name, text in built.items():
+            (tmp / name).write_text(text, encoding="utf-8")
         shutil.rmtree(args.out, ignore_errors=True)
         tmp.rename(args.out)
-    print(f"slides: {len(rows)} decks in {args.out}/ (open index.html; works offline)")
+    print(
+        f"slides: {len(built) - 1} decks in {args.out}/ (open index.html; it works"
+        " offline)"
+    )
     return 0
 
 

@@ -10,39 +10,21 @@ from nmt_lib.checks.core import CheckFailed, compare, learner_call, passed, resu
 
 
 def check_repetition_penalty(fn) -> str:
-    """`fn(logits (B, V), generated (B, t), penalty)` -> new logits: each row's
-    generated tokens have their positive logits divided by `penalty` and their negative
-    ones multiplied by it, once however often they occur.
+    """`fn(logits (B, V), generated (B, t), penalty)` -> new logits, checked against
+    what task 1 states: only the logits of a row's generated tokens change, each once
+    however often it occurs, by scaling with `penalty`, and with `penalty` > 1 each
+    becomes less likely. A failure names the case and the property, not the logits
+    expected (the teacher's hidden cases compare them).
     """
     logits = torch.tensor([[2.0, -1.0, 0.5, 3.0, -2.0], [1.0, 1.0, -0.5, 0.0, 4.0]])
     cases = {
-        "one token each": (
-            torch.tensor([[3], [2]]),
-            2.0,
-            [[2.0, -1.0, 0.5, 1.5, -2.0], [1.0, 1.0, -1.0, 0.0, 4.0]],
-        ),
-        "a token generated twice is penalised once": (
-            torch.tensor([[0, 0, 1]]),
-            2.0,
-            [[1.0, -2.0, 0.5, 3.0, -2.0]],
-        ),
-        "each row its own tokens": (
-            torch.tensor([[4, 2], [0, 4]]),
-            1.5,
-            [[2.0, -1.0, 0.5 / 1.5, 3.0, -3.0], [1 / 1.5, 1.0, -0.5, 0.0, 4 / 1.5]],
-        ),
-        "penalty 1 changes nothing": (
-            torch.tensor([[0, 1], [2, 3]]),
-            1.0,
-            logits.tolist(),
-        ),
-        "nothing generated yet": (
-            torch.zeros(2, 0, dtype=torch.long),
-            3.0,
-            logits.tolist(),
-        ),
+        "one token each": (torch.tensor([[3], [2]]), 2.0),
+        "a token generated twice is penalised once": (torch.tensor([[0, 0, 1]]), 2.0),
+        "each row its own tokens": (torch.tensor([[4, 2], [0, 4]]), 1.5),
+        "penalty 1 changes nothing": (torch.tensor([[0, 1], [2, 3]]), 1.0),
+        "nothing generated yet": (torch.zeros(2, 0, dtype=torch.long), 3.0),
     }
-    for case, (generated, penalty, expected) in cases.items():
+    for case, (generated, penalty) in cases.items():
         rows = logits[: generated.shape[0]]
         before = rows.clone()
         got = result(case, learner_call(case, fn, rows, generated, penalty))
@@ -51,14 +33,33 @@ def check_repetition_penalty(fn) -> str:
                 f"{case}: your function changed the logits it was given; return new"
                 " ones"
             )
-        expected = torch.tensor(expected)
-        negative = (before < 0) & (got > before)
-        if tuple(got.shape) == tuple(expected.shape) and negative.any() and penalty > 1:
+        if tuple(got.shape) != tuple(before.shape):
             raise CheckFailed(
-                f"{case}: a negative logit went up, making a repeated token more"
-                " likely: what must scaling do to a negative number to lower it?"
+                f"{case}: wrong shape {tuple(got.shape)}, expected"
+                f" {tuple(before.shape)}"
             )
-        compare(case, got, expected)
+        written = torch.zeros_like(before, dtype=torch.bool).scatter(1, generated, True)
+        compare(
+            f"{case}: a token not generated changed",
+            got,
+            torch.where(written, got, before),
+            show=False,
+        )
+        old, new = before[written].double(), got[written].double()
+        close = dict(atol=1e-6, rtol=1e-5)
+        if not (
+            torch.isclose(new, old * penalty, **close)
+            | torch.isclose(new, old / penalty, **close)
+        ).all():
+            raise CheckFailed(
+                f"{case}: a generated token's logit is not its logit scaled once by the"
+                " penalty"
+            )
+        if penalty > 1 and (new > old).any():
+            sign = "negative" if (old[new > old] < 0).any() else "positive"
+            raise CheckFailed(
+                f"{case}: a {sign} logit went up, making a repeated token more likely"
+            )
     return passed("repetition penalty", cases)
 
 
@@ -168,9 +169,10 @@ def check_penalised_greedy(fn, penalty_fn) -> str:
 def check_n_best(fn) -> str:
     """`fn(model, src, src_len, *, bos_id, eos_id, beam_size, n, max_len, alpha)` -> per
     sentence a list of n (tokens, score) pairs, best first: the n best of the final
-    beams of chapter 7's beam search, each scored by its summed log-probability /
-    length**alpha (the length counts <eos>)."""
-    from nmt_lib.decoding import beam_search, sequence_scores  # chapter 7's
+    beams of chapter 7's beam search, each with the score by which that search ranks
+    its final beams (chapter 8's `sequence_scores`)."""
+    from nmt_lib.decoding import beam_search  # chapter 7's
+    from nmt_lib.evaluation import sequence_scores  # chapter 8's
 
     model, (src, src_len) = random_translator(1), sources(1)
     for beam, n, alpha in ((4, 1, 1.0), (4, 3, 1.0), (3, 3, 0.0)):
@@ -222,7 +224,7 @@ def check_n_best(fn) -> str:
                 alpha=alpha,
             )
             compare(
-                f"{case}: sentence {i}, the scores against chapter 7's sequence_scores",
+                f"{case}: sentence {i}, the scores against chapter 8's sequence_scores",
                 scores,
                 expected,
                 atol=1e-4,

@@ -12,9 +12,10 @@ class CheckFailed(AssertionError):
     """What a learner's implementation got wrong, in one sentence."""
 
 
-def compare(what: str, got, expected, *, atol: float = 1e-5):
+def compare(what: str, got, expected, *, atol: float = 1e-5, show: bool = True):
     """Raise `CheckFailed` unless `got` has the shape and, within `atol`, the values of
-    `expected`."""
+    `expected`; `show=False` leaves the expected value out of the sentence (an
+    assignment's grader, where it would give away the rule a task asks for)."""
     got, expected = result(what, got).cpu(), torch.as_tensor(expected).detach().cpu()
     if tuple(got.shape) != tuple(expected.shape):
         raise CheckFailed(
@@ -25,9 +26,9 @@ def compare(what: str, got, expected, *, atol: float = 1e-5):
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0])
         at = f" at position {where}" if where else ""
+        wanted = f", expected {expected[where].item():.4g}" if show else ""
         raise CheckFailed(
-            f"{what}: wrong value{at}: got {got[where].item():.4g}, expected "
-            f"{expected[where].item():.4g}"
+            f"{what}: wrong value{at}: got {got[where].item():.4g}{wanted}"
         )
 
 

@@ -21,6 +21,9 @@ FAST = dict(fast_dropout=True, loss="sliced", fused_adam=True, precision="auto")
 class RunSettings(TrainSettings):
     """Chapter 9's `TrainSettings`, and what the command line adds to them."""
 
+    max_steps: int | None = setting(
+        None, "stop after this many updates (none: after the epochs)"
+    )
     checkpoint_every: int = setting(500, "updates between checkpoints (0: epoch ends)")
     time_limit: float | None = setting(None, "minutes; stop, with a checkpoint, after")
     keep_last: int = setting(
@@ -54,6 +57,8 @@ class RunSettings(TrainSettings):
             raise ValueError(
                 f"time_limit must be a positive number, got {self.time_limit}"
             )
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         for name in ("checkpoint_every", "keep_last"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

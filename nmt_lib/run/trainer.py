@@ -14,7 +14,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from nmt_lib.base.device import autocast_dtype
-from nmt_lib.fast import sliced_batch_loss, use_fast_dropout
+from nmt_lib.fast import fused_paper_adam, sliced_batch_loss, use_fast_dropout
 from nmt_lib.loop import TrainingDiverged, evaluate_loss
 from nmt_lib.model_helpers import model_device
 from nmt_lib.recipes import paper_adam
@@ -108,9 +108,8 @@ class Run:
             self.device.type, enabled=self.dtype == torch.float16
         )  # weights and Adam stay fp32
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = paper_adam(
-            self.params, lr=settings.lr_factor, fused=settings.fused_adam
-        )
+        adam = fused_paper_adam if settings.fused_adam else paper_adam
+        self.optimizer = adam(self.params, lr=settings.lr_factor)
         self.schedule = noam_schedule(
             self.optimizer, d_model=model.cfg.d_model, warmup=settings.warmup
         )
@@ -143,9 +142,9 @@ class Run:
             loader.batch_sampler.set_epoch(epoch)
             batches = list(loader.batch_sampler)
             tokens = [sum(len(dataset[i][1]) + 1 for i in b) for b in batches]
-            updates = update_groups(
-                tokens, settings.tokens_per_update, progress["batch"]
-            )
+            start = progress["batch"]  # resumed within the epoch: the batches left
+            updates = update_groups(tokens[start:], settings.tokens_per_update)
+            updates = [(first + start, end + start) for first, end in updates]
             with self.bar(len(batches), progress["batch"], epoch) as bar:
                 for first, end in updates:
                     micro = [
