@@ -32,7 +32,7 @@ class Task:
     points: int = 10
     # functions or classes the student writes (not ones imported from the course)
     own: bool = True
-    # the graders are given the runs handed in (A3's checkpoints) before the names
+    # the graders are given the runs handed in (A3's hand-in/) before the names
     runs: bool = False
 
 
@@ -73,7 +73,7 @@ ASSIGNMENTS = {
             ("chosen",),
             check_beats_reference,
             a3.beats_reference,
-            points=20,
+            points=10,
             own=False,
             runs=True,
         ),
@@ -82,6 +82,7 @@ ASSIGNMENTS = {
             ("ablation", "chosen"),
             a3.public_ablation,
             a3.ablation,
+            points=20,
             own=False,
             runs=True,
         ),

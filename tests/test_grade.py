@@ -157,7 +157,7 @@ def test_the_public_graders_name_the_usual_mistakes():
 def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing(
     tmp_path, monkeypatch
 ):
-    monkeypatch.chdir(tmp_path)  # no runs/a3/ here: A3's template finds none
+    monkeypatch.chdir(tmp_path)  # no hand-in/ here: A3's template finds none
     for assignment, notebook in [
         ("A1", "A1_attention.ipynb"),
         ("A2", "A2_transformer.ipynb"),
@@ -482,15 +482,13 @@ def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_pa
 
 @pytest.fixture(scope="module")
 def a3_runs(tmp_path_factory):
-    """A made-up hand-in for assignment 3, on quick mode's data, trained by update
-    count so that its verdicts hold on any machine: the reference (50 updates) and a
-    setting trained three times as many, both with a quicker warm-up than the reference
-    command's and on one thread (beside the other test worker), then recorded with the
-    command's settings and its 2 threads (the rules read what a checkpoint records),
-    and settings that only change a number, whose weights are the reference's drowned
-    in noise (so they cannot beat it). Each run's seeds are copies with a little noise
-    (their figures are then about the same)."""
-    from nmt_lib.checks.a3 import REFERENCE
+    """A made-up hand-in for assignment 3 (`hand_in`'s), on quick mode's data, trained
+    by update count so that its verdicts hold on any machine: the reference (50 updates)
+    and a setting with three times as many, on one thread and a quicker warm-up, then
+    recorded with the command's settings and 2 threads (the rules read the records);
+    and settings whose weights are the reference's drowned in noise (they cannot beat
+    it). A run's seeds are copies with a little noise (about the same figures)."""
+    from nmt_lib.checks.a3 import REFERENCE, RUNS, hand_in
     from speedrun.train import main as train
 
     folder = tmp_path_factory.mktemp("a3") / "runs" / "a3"
@@ -522,23 +520,24 @@ def a3_runs(tmp_path_factory):
                 if value.is_floating_point():
                     value.add_(noise * torch.randn(value.shape, generator=gen))
             torch.save(payload, folder / f"{name}.seed{seed}.pt")
-    return folder
+    assert hand_in(folder, folder.parent.parent / RUNS).startswith("8 runs handed in")
+    return folder.parent.parent / RUNS
 
 
 def edited(folder, tmp_path, name, change):
-    """A copy of the hand-in `folder` with `change(payload)` applied to run `name`'s
-    checkpoint."""
+    """A copy of the hand-in `folder` with `change(record)` applied to run `name`'s
+    record, given its folder as "path"."""
     import shutil
 
-    copy = tmp_path / "runs" / "a3"
-    shutil.copytree(folder, copy)
-    payload = torch.load(copy / f"{name}.pt", weights_only=True)
-    # for a change that reads a sibling
-    payload["path"] = str(copy / f"{name.split('.')[0]}.seed1.pt")
-    change(payload)
-    payload.pop("path")
-    torch.save(payload, copy / f"{name}.pt")
-    return copy
+    shutil.copytree(folder, tmp_path / folder.name)
+    record = json.loads((tmp_path / folder.name / name / "settings.json").read_text())
+    change(dict(record, path=tmp_path / folder.name / name))
+    (tmp_path / folder.name / name / "settings.json").write_text(json.dumps(record))
+    return tmp_path / folder.name
+
+
+def sitting(machine: str):
+    return lambda record: record["training"]["sessions"][0].update(machine=machine)
 
 
 @pytest.mark.slow
@@ -547,35 +546,40 @@ def edited(folder, tmp_path, name, change):
     [
         (
             "longer.seed2",
-            lambda p: p["progress"].update(seconds=700.0),
+            lambda p: p["training"].update(seconds=700.0),
             "longer.seed2 trained 700 s: the budget is 630 s",
         ),
         (
             "clip.seed1",
-            lambda p: p["progress"]["sessions"][0].update(
-                machine="Intel Xeon, 8 cores, 2 threads"
+            sitting("Intel Xeon, 8 cores, 2 threads"),
+            "the runs were trained on 2 kinds of machine",
+        ),
+        (  # a hosted session moved, or a lab machine: another model and core count
+            "longer.seed1",
+            lambda p: (s := p["training"]["sessions"][0]).update(
+                machine=re.sub(r"^(\S+ \S+)(.*?), \d+", r"\1 7B13\2, 64", s["machine"])
             ),
-            "the runs were trained on 2 machines",
+            None,
+        ),
+        (
+            "smooth.seed2",
+            lambda p: (p["path"] / "README.md").write_text("-" * 10**7),
+            "smooth.seed2 is 12.5 MB handed in: at most 10 MB a run",
         ),
         (
             "reference.seed2",
-            lambda p: p["progress"]["sessions"][0].update(
-                machine="AMD EPYC, 2 cores, 8 threads"
-            ),
+            sitting("AMD EPYC, 2 cores, 8 threads"),
             "every sitting runs on the CPU with --threads 2",
         ),
         (
             "smooth.seed2",
-            lambda p: p["progress"].pop("sessions"),
+            lambda p: p["training"].pop("sessions"),
             "smooth.seed2 does not say where it trained",
         ),
         (
             "reference.seed2",
             lambda p: p["train"].update(lr_factor=0.5),
-            (
-                "reference.seed2: its train settings lr_factor differ from the"
-                " reference command's"
-            ),
+            "reference.seed2: its train settings lr_factor differ from the reference",
         ),
         (
             "longer.seed2",
@@ -599,17 +603,15 @@ def edited(folder, tmp_path, name, change):
         ),
         (
             "clip.seed2",
-            lambda p: p.update(
-                state_dict=torch.load(p["path"], weights_only=True)["state_dict"]
+            lambda p: (p["path"] / "model.safetensors").write_bytes(
+                (p["path"].parent / "clip.seed1" / "model.safetensors").read_bytes()
             ),
             "clip.seed2 holds the same weights as clip.seed1",
         ),
         (
             "longer.seed2",
-            lambda p: p["progress"].update(
-                sessions=[
-                    dict(p["progress"]["sessions"][0], seconds=s) for s in (300, 350)
-                ]
+            lambda p: p["training"].update(
+                sessions=[dict(seconds=300), dict(seconds=350)]
             ),
             "longer.seed2 trained 650 s",
         ),
@@ -618,16 +620,17 @@ def edited(folder, tmp_path, name, change):
 def test_assignment_3_s_runs_are_checked_against_its_rules(
     a3_runs, tmp_path, name, change, says
 ):
+    from contextlib import nullcontext
     from nmt_lib.checks import CheckFailed, check_runs
     from nmt_lib.checks.a3 import find_runs
 
-    assert check_runs(find_runs(a3_runs), "longer") == "8 runs, each within the rules"
-    with pytest.raises(CheckFailed, match=re.escape(says)):
-        check_runs(find_runs(edited(a3_runs, tmp_path, name, change)), "longer")
+    runs = find_runs(edited(a3_runs, tmp_path, name, change))
+    with pytest.raises(CheckFailed, match=re.escape(says)) if says else nullcontext():
+        assert check_runs(runs, "longer") == "8 runs, each within the rules"
 
 
 @pytest.mark.slow
-def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_found(
+def test_assignment_3_is_graded_from_the_hand_ins_and_a_wrong_figure_or_verdict_found(
     a3_runs,
 ):
     import numpy as np
@@ -635,34 +638,33 @@ def test_assignment_3_is_graded_from_the_checkpoints_and_a_typed_in_interval_is_
     from nmt_lib.checks.a3 import find_runs, runs_bleu
     from nmt_lib.metrics import paired_bootstrap
 
-    runs = find_runs(a3_runs)
-    valid = runs_bleu(runs, "valid")
+    valid = runs_bleu(runs := find_runs(a3_runs), "valid")
 
     def row(name, seed):
         mine, base = valid[name, seed], valid["reference", seed]
         a, b = paired_bootstrap(mine.counts(), base.counts())
         low, high = np.percentile(a - b, [2.5, 97.5])
-        return [mine.bleu, mine.bleu - base.bleu, low, high]
+        verdict = "real" if low > 0 or high < 0 else "not shown"
+        return [mine.bleu, mine.bleu - base.bleu, low, high, verdict]
 
     keys = [key for key in runs if key[0] != "reference"]
     table = pd.DataFrame(
         [row(*key) for key in keys],
         index=pd.MultiIndex.from_tuples(keys, names=["setting", "seed"]),
-        columns=["valid BLEU", "minus reference", "low", "high"],
+        columns=["valid BLEU", "minus reference", "low", "high", "verdict"],
     )
-    rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
-    assert [r["points"] for r in rows[:2]] == [20, 10], rows
-    table.loc[("longer", 2), ["low", "high"]] = [-50.0, 50.0]
-    rows = grade("A3", {"chosen": "longer", "ablation": table, "my_answers": {}}, runs)
-    assert (
-        rows[1]["points"] == 5
-        and "row ('longer', 2): low is -50.00, but its checkpoint measures"
-        in rows[1]["messages"][1]
-    ), rows[1]
-    rows = grade("A3", {"chosen": "clip", "ablation": table, "my_answers": {}}, runs)
-    assert rows[0]["points"] == 0 and "clip: valid BLEU" in rows[0]["messages"][0], (
-        rows[0]
-    )
+    answers = {"chosen": "longer", "ablation": table, "my_answers": {}}
+    assert [r["points"] for r in grade("A3", answers, runs)[:2]] == [10, 20]
+    typed, misread = table.copy(), table.copy()
+    typed.loc[("longer", 2), ["low", "high"]] = [-50.0, 50.0]
+    misread["verdict"] = np.where(table["verdict"] == "real", "not shown", "real")
+    for task, wrong, says in (  # the table's hidden half; the chosen setting's both
+        (1, {"ablation": typed}, "row ('longer', 2): low is -50.00, but its run"),
+        (1, {"ablation": misread}, "row ('clip', 1): the verdict"),
+        (0, {"chosen": "clip"}, "clip: valid BLEU"),
+    ):
+        row = grade("A3", {**answers, **wrong}, runs)[task]
+        assert row["points"] == 10 * task and says in row["messages"][task], row
 
 
 @pytest.mark.slow
@@ -671,8 +673,7 @@ def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_noth
 ):
     """The model answer's two tasks, choosing `longer`, handed in with the runs beside
     the notebook: its `chosen` and its table come back from the sandbox and score full
-    marks; the template scores nothing.
-    """
+    marks; the template scores nothing."""
     import shutil
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
@@ -685,14 +686,14 @@ def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_noth
         and "teacher-only" not in c["metadata"].get("tags", [])
     ]
     code = [c.replace('"warmdown"', '"longer"') for c in code if "%matplotlib" not in c]
-    folder = a3_runs.parent.parent
+    folder = a3_runs.parent
     for name, cells in (("mine.ipynb", code), ("template.ipynb", None)):
         notebook = folder / name
         if cells is None:
             shutil.copy(ROOT / "assignments" / "A3_training.ipynb", notebook)
         else:
             write_notebook(notebook, *cells)
-        with Sandbox("A3", notebook, timeout=120, carry=("runs/a3",)) as box:
+        with Sandbox("A3", notebook, timeout=120, carry=(a3_runs.name,)) as box:
             rows = grade_in_sandbox("A3", box)
         points = [r["points"] for r in rows[:2]]
-        assert points == ([20, 10] if cells else [0, 0]), rows
+        assert points == ([10, 20] if cells else [0, 0]), rows

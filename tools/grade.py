@@ -10,7 +10,7 @@ notebook, its points printed (book/teachers.md).
     # one notebook: make grade ASSIGNMENT=A1 SUBMISSION=...
     python tools/grade.py A1 submission.ipynb
 
-A class folder holds a folder per student id, with the notebook (and A3's runs/a3/).
+A class folder holds a folder per student id, with the notebook (and A3's hand-in/).
 They are copied into an nbgrader course folder (course/ beside it, or --course) and
 autograded; each submission is graded in the sandbox (grading/sandbox.py), `--jobs` at a
 time, and its points and the graders' sentences go into the gradebook; then feedback
@@ -39,13 +39,13 @@ def run_submission(
     assignment: str, path: Path, timeout: int
 ) -> tuple[list[dict], list[str]]:
     """The graded rows, and the first line of each error the submission's cells raised;
-    the graders compare here, and A3's read the checkpoints in runs/a3/."""
+    the graders compare here, and A3's read the runs in hand-in/."""
     import pandas  # noqa: F401  (the graders' modules, imported before any submission runs)
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
     from nmt_lib import decoding, metrics, recipes  # noqa: F401
     from nmt_lib.checks.a3 import RUNS
-    from nmt_lib.run import checkpoint  # noqa: F401
+    from nmt_lib.run import checkpoint, published  # noqa: F401
 
     with Sandbox(
         assignment, path, timeout=timeout, carry=(RUNS,) if assignment == "A3" else ()
@@ -182,7 +182,7 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
         shutil.copyfile(found[0], dest / name)
-        # hard links where it can: checkpoints are large
+        # hard links where it can: the runs' weights are large
         if (found[0].parent / RUNS).is_dir():
             shutil.copytree(
                 found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy

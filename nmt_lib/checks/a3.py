@@ -1,17 +1,23 @@
 """The public graders of assignment 3, beating the chapters' recipe in a fixed budget,
-graded from the runs' checkpoints: the rules every run keeps (`check_runs`), the chosen
-setting's BLEU against the reference's, and the ablation table. The teacher's hidden
-cases measure the test split and recompute the table's figures (`grading/a3.py`)."""
+graded from the runs handed in (`hand_in` writes them from the checkpoints): the rules
+every run keeps (`check_runs`), the chosen setting's BLEU against the reference's, and
+the ablation table. The teacher's hidden cases measure the test split, recompute the
+table's figures and read its verdicts (`grading/a3.py`)."""
 
 import functools
+import re
 from pathlib import Path
 
 import torch
 
 from nmt_lib.checks.core import CheckFailed
 
-# where a run's files lie, beside the notebook: SETTING.seedS.pt, .log and .json
-RUNS = "runs/a3"
+# where a run's training files lie, beside the notebook: SETTING.seedS.pt, .log, .json
+CHECKPOINTS = "runs/a3"
+# what is handed in: a folder SETTING.seedS per run (its weights in half precision and
+# its record, `hand_in`'s), and COMMANDS.md
+RUNS = "hand-in"
+HAND_IN_BYTES = 10_000_000  # the most a run's folder may hold: 10 MB
 # seconds of training a run may have: ten minutes, and room for the last update
 BUDGET = 630
 REFERENCE = (
@@ -22,19 +28,47 @@ REFERENCE = (
 )
 # a run's settings that its seeds may differ in
 FREE = ("seed", "time_limit", "checkpoint_every", "keep_last")
-COLUMNS = ("valid BLEU", "minus reference", "low", "high")
+# the ablation table's; a verdict is "real" when its interval leaves out 0
+COLUMNS = ("valid BLEU", "minus reference", "low", "high", "verdict")
+VERDICTS = ("real", "not shown")
+
+
+def _named(paths, suffix: str = "") -> dict:
+    """{(setting, seed): path} for each path named SETTING.seedS + `suffix`."""
+    runs = {}
+    for path in sorted(paths):
+        if m := re.fullmatch(rf"([a-z0-9-]+)\.seed(\d+){re.escape(suffix)}", path.name):
+            runs[m[1], int(m[2])] = path
+    return runs
 
 
 def find_runs(folder=RUNS) -> dict:
-    """{(setting, seed): path} for each checkpoint SETTING.seedS.pt in `folder` (none if
-    it is missing)."""
-    import re
+    """{(setting, seed): its folder} for each run handed in, SETTING.seedS/ in `folder`
+    (none if it is missing)."""
+    return _named(path for path in Path(folder).glob("*") if path.is_dir())
 
-    runs = {}
-    for path in sorted(Path(folder).glob("*.pt")):
-        if m := re.fullmatch(r"([a-z0-9-]+)\.seed(\d+)\.pt", path.name):
-            runs[m[1], int(m[2])] = path
-    return runs
+
+def hand_in(checkpoints=CHECKPOINTS, folder=RUNS) -> str:
+    """Write the hand-in of each run SETTING.seedS.pt in `checkpoints` (over an older
+    one): `folder`/SETTING.seedS/ with its weights in half precision and its record
+    (settings, data, vocabularies, sittings), as a published model is exported, its
+    log as its README.md; and COMMANDS.md. Nothing without checkpoints."""
+    import shutil
+
+    from nmt_lib.run.published import export_model
+
+    runs = _named(Path(checkpoints).glob("*.pt"), ".pt")
+    if not runs:
+        return f"no checkpoints in {checkpoints}/: {folder}/ left as it is"
+    for (name, seed), path in runs.items():
+        log = path.with_suffix(".log")
+        text = log.read_text(encoding="utf-8") if log.is_file() else "(no log)\n"
+        card = f"# {name}.seed{seed}, assignment 3\n\nIts log:\n\n```\n{text}```\n"
+        export_model(path, Path(folder) / f"{name}.seed{seed}", card=card)
+    if (commands := Path(checkpoints) / "COMMANDS.md").is_file():
+        shutil.copyfile(commands, Path(folder) / commands.name)
+    size = sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+    return f"{len(runs)} runs handed in to {folder}/: {size / 1e6:.1f} MB in all"
 
 
 @functools.cache
@@ -47,21 +81,23 @@ def _data():
 
 @functools.lru_cache(maxsize=16)
 def _checkpoint(path: str, stamp: tuple):
-    from nmt_lib.run.checkpoint import load_checkpoint
+    from nmt_lib.run.published import load_published
 
-    return load_checkpoint(path, device="cpu")
+    return load_published(path, device="cpu")
 
 
 def _load(runs: dict) -> dict:
-    """Each run's checkpoint, read safely onto the CPU (once while the file is
-    unchanged); a file that is not one fails the check, named."""
+    """Each run handed in, read safely onto the CPU (once while its files are
+    unchanged), as a `Checkpoint` whose payload is its record; a folder that is not one
+    fails the check, named."""
     from nmt_lib.run.checkpoint import CheckpointError
 
     loaded = {}
     for key, path in runs.items():
         try:
-            stat = Path(path).stat()
-            loaded[key] = _checkpoint(str(path), (stat.st_mtime_ns, stat.st_size))
+            files = [Path(path) / f for f in ("model.safetensors", "settings.json")]
+            stamp = tuple((f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+            loaded[key] = _checkpoint(str(path), stamp)
         except (CheckpointError, OSError) as e:
             raise CheckFailed(f"{path}: {e}") from None
     return loaded
@@ -130,51 +166,71 @@ def _refuse_other_data(run: str, ckpt, data, options: dict | None = None):
         )
 
 
+def machine_kind(machine: str) -> str:
+    """The kind of machine a sitting's record names: its CPU's maker and line (the
+    first two words of its name, less (R), (TM) and a leading "11th Gen"), its widest
+    vector unit and its threads; 'AMD EPYC (AVX-512 BF16), 2 threads' for 'AMD EPYC 9R14
+    (AVX-512 BF16), 8 cores, 2 threads'. Its model and cores may differ."""
+    m = re.fullmatch(r"(.*?)(?: \(([^()]*)\))?, \d+ cores, (\d+) threads", machine)
+    if m is None:
+        return machine
+    name = re.sub(r"\((R|TM)\)|^\d+\w\w Gen ", "", m[1], flags=re.I).split()
+    return f"{' '.join(name[:2])} ({m[2] or 'no AVX2'}), {m[3]} threads"
+
+
 def check_runs(runs: dict, chosen) -> str:
-    """The rules of assignment 3, for every run in `runs` (`find_runs`): at most
-    `BUDGET` seconds of training, its sittings' included (`speedrun.train` records
-    them), every sitting on the CPU with 2 threads and all on one machine, its file's
-    seed, chapter 7's data and vocabularies, no two runs with the same weights; the
-    reference with seeds 1 and 2, its command's settings and the whole budget used;
-    `chosen` another setting with seeds 1 and 2 and one set of settings."""
+    """The rules of assignment 3, for every run in `runs` (`find_runs`): a hand-in of at
+    most 10 MB, at most `BUDGET` seconds of training, its sittings' included
+    (`speedrun.train` records them), every sitting on the CPU with 2 threads and all on
+    one kind of machine (`machine_kind`), its folder's seed, chapter 7's data and
+    vocabularies, no two runs with the same weights; the reference with seeds 1 and 2,
+    its command's settings and the whole budget used; `chosen` another setting with
+    seeds 1 and 2 and one set of settings."""
     import hashlib
-    import re
 
     from nmt_lib.base.course import pick
 
     if not runs:
         raise CheckFailed(
-            f"no runs in {RUNS}/: train them first, with the commands above"
+            f"no runs in {RUNS}/: train them first, with the commands above, and hand"
+            " them in (`hand_in()`)"
         )
-    data, loaded, machines, weights, options = (
+    data, loaded, kinds, weights, options = (
         _data(),
         _load(runs),
-        set(),
+        {},
         {},
         data_settings(),
     )
     for (name, seed), ckpt in loaded.items():
         run, p = f"{name}.seed{seed}", ckpt.payload
-        if "sessions" not in p["progress"]:
+        files = Path(runs[name, seed]).rglob("*")
+        size = sum(f.stat().st_size for f in files if f.is_file())
+        if size > HAND_IN_BYTES:
+            raise CheckFailed(
+                f"{run} is {size / 1e6:.1f} MB handed in: at most"
+                f" {HAND_IN_BYTES / 1e6:.0f} MB a run (about 5 million parameters)"
+            )
+        if not (p.get("training") or {}).get("sessions"):
             raise CheckFailed(
                 f"{run} does not say where it trained: train it with"
                 " `python -m speedrun.train`, as the rules say"
             )
+        training = p["training"]
         seconds = max(
-            p["progress"]["seconds"],
-            sum(s["seconds"] for s in p["progress"]["sessions"]),
+            training["seconds"], sum(s["seconds"] for s in training["sessions"])
         )
         if seconds > BUDGET:
             raise CheckFailed(
                 f"{run} trained {seconds:.0f} s: the budget is {BUDGET} s"
             )
-        for session in p["progress"]["sessions"]:
+        for session in training["sessions"]:
             if not re.search(r", \d+ cores, 2 threads$", session["machine"]):
                 raise CheckFailed(
                     f"{run} trained a sitting on {session['machine']}: every sitting"
                     " runs on the CPU with --threads 2"
                 )
-            machines.add(session["machine"])
+            kinds.setdefault(machine_kind(session["machine"]), session["machine"])
         if p["train"]["seed"] != seed:
             raise CheckFailed(
                 f"{run} was trained with --seed {p['train']['seed']}: name it by its"
@@ -190,10 +246,11 @@ def check_runs(runs: dict, chosen) -> str:
                 " once"
             )
         weights[digest] = run
-    if len(machines) > 1:
+    if len(kinds) > 1:
         raise CheckFailed(
-            f"the runs were trained on {len(machines)} machines"
-            f" ({'; '.join(sorted(machines))}): train all of them on one"
+            f"the runs were trained on {len(kinds)} kinds of machine"
+            f" ({'; '.join(sorted(kinds.values()))}): train all of them on one kind,"
+            " one maker's line of CPU with one vector unit"
         )
     sizes = (len(data.src_vocab), len(data.tgt_vocab))
     reference = reference_settings(sizes)
@@ -228,13 +285,11 @@ def check_runs(runs: dict, chosen) -> str:
                         else "its seed 1's"
                     )
                 )
-            if name == "reference" and seeds[seed].payload["progress"][
-                "seconds"
-            ] < pick(BUDGET - 60, 0):
+            trained = seeds[seed].payload["training"]["seconds"]
+            if name == "reference" and trained < pick(BUDGET - 60, 0):
                 raise CheckFailed(
-                    f"reference.seed{seed} trained"
-                    f" {seeds[seed].payload['progress']['seconds']:.0f} s: the"
-                    " reference has the whole ten minutes"
+                    f"reference.seed{seed} trained {trained:.0f} s: the reference has"
+                    " the whole ten minutes"
                 )
         if name != "reference" and wanted == reference:
             raise CheckFailed(
@@ -245,7 +300,7 @@ def check_runs(runs: dict, chosen) -> str:
 
 
 def runs_bleu(runs: dict, split: str) -> dict:
-    """{(setting, seed): `BleuResult`} of each run's checkpoint on `split` of
+    """{(setting, seed): `BleuResult`} of each run handed in on `split` of
     `chapter_data()`: greedy, max_len 30, as chapter 7 measures it."""
     from nmt_lib.decoding import evaluate_bleu
 
@@ -290,8 +345,8 @@ def check_ablation(table, chosen) -> str:
     """`table`: a pandas DataFrame indexed by (setting, seed), one row per run other
     than the reference's: at least 3 settings, `chosen` among them with seeds 1 and 2,
     and the columns `COLUMNS`: validation BLEU, its difference to the reference run of
-    the same seed, and the 95% paired-bootstrap interval of that difference (chapter
-    4a)."""
+    the same seed, the 95% paired-bootstrap interval of that difference (chapter 4a),
+    and a verdict, one of `VERDICTS` (whether it is right is the hidden test's)."""
     import pandas as pd
 
     if not isinstance(table, pd.DataFrame):
@@ -319,7 +374,7 @@ def check_ablation(table, chosen) -> str:
             f"`ablation` needs the rows ({chosen!r}, 1) and ({chosen!r}, 2), the chosen"
             " setting's two seeds"
         )
-    values = table[list(COLUMNS)].astype(float)
+    values = table[list(COLUMNS[:4])].astype(float)
     if not torch.isfinite(torch.tensor(values.to_numpy())).all():
         raise CheckFailed("`ablation` has a missing or infinite number")
     for name, row in values.iterrows():
@@ -328,7 +383,13 @@ def check_ablation(table, chosen) -> str:
                 f"`ablation`, row {name}: the difference {row['minus reference']:+.1f}"
                 f" lies outside its interval ({row['low']:+.1f} to {row['high']:+.1f})"
             )
+    for name, verdict in table["verdict"].items():
+        if not isinstance(verdict, str) or verdict not in VERDICTS:
+            raise CheckFailed(
+                f"`ablation`, row {name}: the verdict is {verdict!r}; write"
+                f" {VERDICTS[0]!r} or {VERDICTS[1]!r}"
+            )
     return (
         f"{len(settings)} settings, each run with its interval against the reference of"
-        " its seed"
+        " its seed, and a verdict"
     )

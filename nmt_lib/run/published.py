@@ -42,7 +42,7 @@ HOW_TO_GET = (
     " {folder}"
 )
 FORMAT = "nmt-course-published/2"  # 2: the SentencePiece model in a file of its own
-KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data")  # what a folder keeps
+KEPT = ("config", "parts", "src_vocab", "tgt_vocab", "data", "train")  # a folder keeps
 
 
 def export_model(
