@@ -19,10 +19,15 @@ blocks, each under a `## Kind: argument` heading, each a slide in the order writ
                               lesson's own lines, without its docstring or #| lines
     ## Live: 05 HEADING       run live the section of chapter 5 whose heading starts so;
                               its speaker notes give the time its cells took, executed
+    ## Output: 05 TEXT        what chapter 5's code cell whose source holds TEXT printed
     ## Room                   a question to ask the room
     ## Notes                  speaker notes for the slide before
 
-A Figure, Code or Live block's first line is its slide's heading, the rest its caption.
+A Figure, Code, Live or Output block's first line is its slide's heading, the rest its
+caption. {{05: NAME}} reads chapter 5's headline NAME (or the one whose name holds it).
+A number with a decimal point or a percent sign typed outside `code` and $math$ is
+measured: the build stops unless an output of the lecture's chapters (its plan's, its
+blocks') holds it. Read it, or remove it; write a definition as math ($p = 0.1$).
 """
 
 import argparse
@@ -45,7 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PLAN = ROOT / "book" / "module_plan.json"
 LECTURES = ROOT / "book" / "lectures"
 FIGURES = ROOT / "figures"
-CODE_LINES = 16  # the most lines a code slide shows
+CODE_LINES = 16  # the most lines a code or output slide shows
+READ = re.compile(r"\{\{(\w+): ([^{}]+)\}\}")  # {{05: a headline's name}}
+NUMBER = re.compile(r"(?<![\w.])(\d[\d,]*(\.\d+)?)(%?)")  # 1,027.9 or 46%
 STYLE = """
 .reveal { font-size: 28px; }
 .reveal .slides section { text-align: left; }
@@ -59,6 +66,8 @@ STYLE = """
 .reveal pre code { max-height: 600px; }
 .reveal blockquote { width: 90%; font-style: normal; }
 .reveal .meta, .reveal .caption { color: #555; font-size: 0.75em; }
+.reveal pre.output, .reveal table.dataframe { font-size: 0.6em; margin: 0.3em 0; }
+.reveal pre.output code { white-space: pre-wrap; }
 """
 
 
@@ -117,6 +126,52 @@ def code(number: str, name: str) -> str:
     fail(f"chapter {number} defines no {name}")
 
 
+def printed(o: dict) -> str:
+    """A cell output's text: a stream's, or a result's text/plain."""
+    return "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))
+
+
+def output(number: str, source: str) -> str:
+    """What the one code cell of chapter `number` whose source holds `source` printed,
+    as HTML: a pandas table as its table, the rest as text."""
+    cells = [c for c in chapter(number)[1] if source in "".join(c["source"])]
+    if len(cells) != 1:
+        fail(f"{len(cells)} cells of chapter {number} hold {source!r}, not one")
+    shown = []
+    for o in cells[0].get("outputs", []):
+        data, pre = o.get("data", {}), '<pre class="output"><code>'
+        if "<table" in (table := "".join(data.get("text/html", ""))):
+            shown.append(re.sub(r'(?s)<style.*?</style>| border="1"', "", table))
+        elif not {"image/png", "text/html"} & set(data):
+            shown.append(f"{pre}{html.escape(printed(o).strip())}</code></pre>")
+    shown = "\n".join(shown).replace(f"</code></pre>\n{pre}", "\n")
+    return shown or fail(f"chapter {number}'s cell {source!r} printed nothing")
+
+
+def headline(number: str, name: str) -> str:
+    """The value chapter `number` reported as headline `name`, or as the one headline
+    whose name holds `name`, written as render_tables writes it."""
+    heads, name = chapter(number)[0]["headlines"], " ".join(name.split())
+    shown = {h["name"]: h["value"] for h in heads if "value" in h}
+    found = [n for n in shown if n == name] or [n for n in shown if name in n]
+    if len(found) != 1:
+        fail(f"chapter {number} has {len(found)} headlines named {name!r}, not one")
+    return rt.figure(shown[found[0]])
+
+
+def check_numbers(lecture: str, numbers: set, found: list) -> None:
+    """Stop at a measured number (with a decimal point or a percent sign) typed in a
+    lecture outside `code` and $math$ that no output of chapters `numbers` holds."""
+    cells = [c for n in numbers for c in chapter(n)[1]]
+    outputs = "\n".join(printed(o) for c in cells for o in c.get("outputs", []))
+    seen = {m[1].replace(",", "") for m in NUMBER.finditer(outputs)}
+    skip = r"`[^`\n]*`|\$\$.*?\$\$|\$[^$]*\$|" + READ.pattern
+    text = re.sub(skip, "", "\n".join(body for *_, body in found), flags=re.S)
+    for m in NUMBER.finditer(text):
+        if (m[2] or m[3]) and m[1].replace(",", "") not in seen:
+            fail(f"{lecture}.md types {m[0]}, a measured number no output holds")
+
+
 def section_seconds(number: str, heading: str) -> float:
     """How long the code cells of a chapter's section (from the `## ` heading that
     starts with `heading` to the next) ran when the chapter was executed."""
@@ -173,6 +228,10 @@ def block_slide(kind: str, argument: str, body: str) -> tuple[str, str]:
             f"<h2>{inline(heading)}</h2>\n<pre><code>{shown}</code></pre>\n"
             f'<p class="meta">{where}, <code>{html.escape(name)}</code></p>\n{caption}'
         ), ""
+    if kind == "output":
+        meta = f'<p class="meta">{where}, executed {chapter(number)[0]["executed"]}</p>'
+        shown = f"<h2>{inline(heading)}</h2>\n{output(number, name)}\n{meta}"
+        return f"{shown}\n{caption}", ""
     if kind == "live":
         ch, took = chapter(number)[0], rt.duration(section_seconds(number, name))
         notes = (
@@ -198,6 +257,9 @@ def plan() -> list[tuple[str, int, dict]]:
 def session_deck(label: str, number: int, row: dict, sessions: list, about: dict):
     """A session's deck: the plan's facts around its lecture."""
     title, found = blocks(row["lecture"])
+    shown = {a.split(" ")[0] for k, a, _ in found if k in ("code", "live", "output")}
+    check_numbers(row["lecture"], {*row["chapters"], *shown}, found)
+    found = [(k, a, READ.sub(lambda m: headline(m[1], m[2]), b)) for k, a, b in found]
     name = lambda a: f"{a}, {html.escape(about[a]['title'])}"
     said = lambda side, what: (
         f'<p class="{side}">{what}: {"; ".join(map(name, row[side]))}</p>'
