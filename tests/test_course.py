@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+import module_plan
 import render_tables
 import slides
 from nmt_lib.base import cache
@@ -97,15 +98,15 @@ def test_the_readme_and_the_guide_show_the_figures_of_the_executed_notebooks():
 def test_a_chapter_split_over_two_sessions_counts_each_word_line_and_second_once():
     for cut in [s for s in PLAN["ten_weeks"]["sessions"] if s.get("until")]:
         path = next(p for p in CHAPTERS if p.stem.split("_")[0] == cut["chapters"][-1])
-        first = render_tables.chapter_part(path, None, cut["until"])
-        second = render_tables.chapter_part(path, cut["until"], None)
-        whole = render_tables.chapter_part(path, None, None)
+        first = module_plan.chapter_part(path, None, cut["until"])
+        second = module_plan.chapter_part(path, cut["until"], None)
+        whole = module_plan.chapter_part(path, None, None)
         assert first[0] > 0 and second[0] > 0
         assert [a + b for a, b in zip(first, second)] == pytest.approx(whole)
     with pytest.raises(SystemExit, match="no section headed"):
-        render_tables.chapter_part(path, "A section no chapter has", None)
+        module_plan.chapter_part(path, "A section no chapter has", None)
     with pytest.raises(SystemExit, match="which has none such"):
-        render_tables.exercise_seconds(render_tables.ROOT, "01", [9])
+        module_plan.exercise_seconds(module_plan.ROOT, "01", [9])
 
 
 def test_each_deck_shows_its_session_week_and_assignments_as_the_ten_week_plan_has():

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from nbconvert.filters.markdown_mistune import markdown2html_mistune as markdown
 
+import module_plan as mp
 import render_tables as rt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,7 +188,7 @@ def section_seconds(number: str, heading: str) -> float:
     if at is None:
         fail(f"chapter {number} has no section headed {heading!r}")
     end = heads[at + 1][0] if at + 1 < len(heads) else len(cells)
-    return sum(map(rt.cell_seconds, cells[heads[at][0] : end]))
+    return sum(map(mp.cell_seconds, cells[heads[at][0] : end]))
 
 
 def blocks(name: str) -> tuple[str, list[tuple[str, str, str]]]:
@@ -221,7 +222,7 @@ def block_slide(kind: str, argument: str, body: str) -> tuple[str, str]:
         image = f'<img class="figure" alt="{argument}" src="{src}">'
         return f"<h2>{inline(heading)}</h2>\n{image}\n{caption}", ""
     number, _, name = argument.partition(" ")
-    where = f"chapter {rt.label(number)}"
+    where = f"chapter {mp.label(number)}"
     if kind == "code":
         shown = html.escape(code(number, name))
         return (
@@ -273,7 +274,7 @@ def session_deck(label: str, number: int, row: dict, sessions: list, about: dict
             for w, s in (("from", a), ("until", b))
             if s
         )
-        for n, a, b in rt.session_parts(row)
+        for n, a, b in mp.session_parts(row)
     ]
     question = "".join(markdown(b) for k, _, b in found if k == "question")
     opening = (
@@ -300,7 +301,7 @@ def session_deck(label: str, number: int, row: dict, sessions: list, about: dict
     slides.append(
         [
             "<h2>Before the next session</h2>\n"
-            + markdown(f"**Homework:** {rt.homework(row)}.")
+            + markdown(f"**Homework:** {mp.homework(row)}.")
             + (f"<p><b>Open:</b> {'<br>'.join(still)}</p>" if still else ""),
             "",
         ]
