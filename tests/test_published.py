@@ -2,16 +2,13 @@
 SentencePiece model's file, no pickle, the same checks as a checkpoint, and the command
 line's `--model`."""
 
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ROOT, cli_call, cli_run, save_model, write_corpus
+from conftest import cli_call, cli_run, save_model, write_corpus
 from nmt_lib.run import published
 from nmt_lib.run.checkpoint import load_checkpoint, save_checkpoint
 from nmt_lib.run.corpus import ParallelCorpus
@@ -163,37 +160,6 @@ def test_int8_quantises_every_linear_layer_translates_as_well_and_says_so_in_rec
     assert status == 0, err
     written = json.loads(record.read_text())["model"]
     assert written["int8"] is True and written["parameters"] == parameters
-
-
-@needs_shipped
-def test_the_course_installed_as_a_wheel_translates_with_its_published_model(tmp_path):
-    # Built and installed away from the checkout, as on a hosted notebook: the model
-    # travels in the wheel.
-    pip = [sys.executable, "-m", "pip"]
-    build = [*pip, "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", ROOT]
-    # no download of the build backend
-    if importlib.util.find_spec("setuptools") is not None:
-        build.insert(4, "--no-build-isolation")
-    subprocess.run(build, check=True, cwd=tmp_path, capture_output=True)
-    wheel = next((tmp_path / "dist").glob("nmt_lib-*.whl"))
-    site = tmp_path / "site"
-    install = [*pip, "install", "--no-deps", "-q", "--target", site, wheel]
-    subprocess.run(install, check=True, capture_output=True)
-    code = (
-        "import nmt_lib, sys; from nmt_lib.run.inference import translate_lines;from"
-        " nmt_lib.run.published import load_published;print(nmt_lib.__file__);"
-        " print(translate_lines(load_published(device='cpu'), ['I am cold.'])[0])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)},
-    )
-    assert out.returncode == 0, out.stderr
-    where, french = out.stdout.splitlines()[-2:]
-    assert Path(where).is_relative_to(site) and french == "J'ai froid."
 
 
 def test_a_missing_published_model_says_how_to_get_it(tmp_path):
