@@ -11,7 +11,7 @@ Shapes: B batch, T positions, S source length, D = d_model, H query heads, G key
 heads, Dh = D / H, V vocabulary size.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -164,11 +164,7 @@ class ModernParts:
         )
 
     def cross_attention(self, cfg) -> nn.Module:  # never rotary: no common order
-        if self.kv_heads in (None, cfg.n_heads):
-            return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        return GroupedQueryAttention(
-            cfg.d_model, cfg.n_heads, self.kv_heads, cfg.dropout
-        )
+        return replace(self, rope=False).self_attention(cfg)
 
     def ffn(self, cfg) -> nn.Module:
         if self.swiglu:
