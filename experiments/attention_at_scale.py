@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nmt_lib.base.cache import data_fingerprint  # noqa: E402
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.base.download import fra_eng_path  # noqa: E402
 from nmt_lib.data import NMTData  # noqa: E402
@@ -74,7 +75,7 @@ def train(kind: str) -> Path:
     print(f"{kind}: test BLEU {result.bleu:.2f}", flush=True)
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"{kind}.json"
-    run = {**info, "data": repr(data), "fingerprint": data.fingerprint()}
+    run = {**info, "data": repr(data), "fingerprint": data_fingerprint(data)}
     out.write_text(
         json.dumps({**run, **result._asdict()}, ensure_ascii=False), encoding="utf-8"
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nmt_lib.base.cache import data_fingerprint  # noqa: E402
 from nmt_lib.base.device import use_threads  # noqa: E402
 from nmt_lib.data import NMTData  # noqa: E402
 from nmt_lib.fast import greedy_decode_fast  # noqa: E402
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
             "kind": "seeds",
             "title": "Chapter 12's measurement, every row with several seeds",
             "command": command_line("experiments/modern_seeds.py", argv),
-            "data": {"max_pairs": PAIRS, "fingerprint": data.fingerprint()},
+            "data": {"max_pairs": PAIRS, "fingerprint": data_fingerprint(data)},
             "sizes": SIZES,
             "recipe": asdict(RECIPE),
             "minutes": round((time.perf_counter() - start) / 60, 1),

@@ -6,8 +6,6 @@ language-model batches.
 
 Shapes: B batch, S source length, T target length, N sentences, L language-model steps.
 """
-import hashlib
-import zlib
 from collections import Counter
 from functools import partial
 from typing import NamedTuple
@@ -233,30 +231,6 @@ def padding_fraction(loader) -> dict:
     }
 
 
-def build_vocabs(
-    train_pairs, *, tokenizer="word", min_freq: int = 2, shared_vocab: bool = False
-) -> tuple[Vocab, Vocab]:
-    """(source, target) vocabularies learned from the training pairs alone; the same
-    object twice if shared.
-
-    `tokenizer`: "word" for this chapter's `Vocab`, or a function that learns a
-    vocabulary from a list of sentences (chapter 8b passes `SubwordVocab.learn` with its
-    size)."""
-    if tokenizer == "word":
-        learn = lambda sentences: Vocab(sentences, min_freq=min_freq)
-    elif callable(tokenizer):
-        learn = tokenizer
-    else:
-        raise ValueError(
-            'tokenizer must be "word" or a function that learns a vocabulary from a '
-            f"list of sentences, got {tokenizer!r}"
-        )
-    if shared_vocab:
-        both = learn([s for pair in train_pairs for s in pair])
-        return both, both
-    return learn([s for s, _ in train_pairs]), learn([t for _, t in train_pairs])
-
-
 class TranslationSplits:
     """Train/valid/test pairs with their vocabularies: a dataset or a loader for each
     split."""
@@ -279,27 +253,15 @@ class TranslationSplits:
         kwargs.setdefault("seed", self.seed)
         return make_loader(self.dataset(split), batch_size, **kwargs)
 
-    def fingerprint(self) -> str:
-        """A short hash of the splits and vocabularies: equal fingerprints, equal
-        data."""
-        digest = hashlib.sha1()
-        for part in self.splits:
-            crc = zlib.crc32("\n".join(f"{s}\t{t}" for s, t in part).encode())
-            digest.update(crc.to_bytes(4, "big"))
-        digest.update(
-            "\n".join(
-                self.src_vocab.idx_to_token + self.tgt_vocab.idx_to_token
-            ).encode()
-        )
-        return digest.hexdigest()[:16]
+    def __repr__(self):
+        sizes = ", ".join(f"{k}={len(v):,}" for k, v in self.splits._asdict().items())
+        en, fr = len(self.src_vocab), len(self.tgt_vocab)
+        return f"{type(self).__name__}({sizes}; vocab en={en:,}, fr={fr:,})"
 
 
 class NMTData(TranslationSplits):
-    """Pairs split into train/valid/test, vocabularies built on train, and loaders.
-
-    `tokenizer="word"` (this chapter) keeps the words seen `min_freq` times; chapter 8b
-    passes a subword learner (see `build_vocabs`). `shared_vocab`: one for both.
-    """
+    """Pairs split into train/valid/test, a word vocabulary per language learned from
+    the training pairs alone (the words seen `min_freq` times), and loaders."""
 
     def __init__(
         self,
@@ -309,21 +271,15 @@ class NMTData(TranslationSplits):
         valid_frac: float = 0.05,
         test_frac: float = 0.05,
         seed: int = 0,
-        tokenizer="word",
-        shared_vocab: bool = False,
     ):
         splits = split_pairs(
             pairs, valid_frac=valid_frac, test_frac=test_frac, seed=seed
         )
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
-        vocabs = build_vocabs(
-            splits.train,
-            tokenizer=tokenizer,
-            min_freq=min_freq,
-            shared_vocab=shared_vocab,
-        )
-        super().__init__(splits, *vocabs, seed)
+        src_vocab = Vocab([s for s, _ in splits.train], min_freq=min_freq)
+        tgt_vocab = Vocab([t for _, t in splits.train], min_freq=min_freq)
+        super().__init__(splits, src_vocab, tgt_vocab, seed)
 
     @classmethod
     def fra_eng(
@@ -331,12 +287,6 @@ class NMTData(TranslationSplits):
     ) -> "NMTData":
         """The Tatoeba pairs, sorted by length: `max_pairs` keeps the shortest."""
         return cls(load_fra_eng(data_dir, max_pairs=max_pairs), **kwargs)
-
-    def __repr__(self):
-        sizes = ", ".join(f"{k}={len(v):,}" for k, v in self.splits._asdict().items())
-        shared = "shared " if self.src_vocab is self.tgt_vocab else ""
-        en, fr = len(self.src_vocab), len(self.tgt_vocab)
-        return f"NMTData({sizes}; {shared}vocab en={en:,}, fr={fr:,})"
 
 
 def _check_stream(corpus, batch_size: int, num_steps: int) -> torch.Tensor:

@@ -150,8 +150,6 @@ def evaluate_bleu(
     pairs,
     src_vocab: Vocab,
     tgt_vocab: Vocab,
-    *,
-    limit: int | None = None,
     **translate_kwargs,
 ) -> BleuResult:
     """Translate each distinct source of `pairs` once; corpus BLEU against all its
@@ -159,7 +157,7 @@ def evaluate_bleu(
     references = {}
     for src, tgt in pairs:
         references.setdefault(src, []).append(tgt)
-    sources = list(references)[:limit]
+    sources = list(references)
     hypotheses = translate(model, sources, src_vocab, tgt_vocab, **translate_kwargs)
     refs = [references[s] for s in sources]
     bleu = corpus_bleu(

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig
 from nmt_lib.recipes import paper_adam
-from nmt_lib.base.cache import cached_fit
+from nmt_lib.base.cache import cached_fit, data_fingerprint
 from nmt_lib.base.course import quick
 from nmt_lib.base.device import default_device
 from nmt_lib.model_helpers import eval_mode, model_device, num_parameters
@@ -174,7 +174,7 @@ def fit_lm(name, data, streams, build, key: dict, *, reuse, quiet, title, device
         steps = training["num_steps"]
         return dict(history=history, parameters=num_parameters(model), num_steps=steps)
 
-    key = dict(key, data=data.fingerprint(), loop="train_lm", **training)
+    key = dict(key, data=data_fingerprint(data), loop="train_lm", **training)
     return cached_fit(name, key, seeded, train, reuse=reuse)
 
 

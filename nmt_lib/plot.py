@@ -30,7 +30,7 @@ def _as_grid(matrices, x_tokens, y_tokens) -> torch.Tensor:
 
 def _label_panels(axes, xlabel, ylabel, titles, x_tokens, y_tokens):
     """Name the axes of the bottom row and left column; give each panel its title
-    (`titles[i][j]`) and the tokens along its axes."""
+    (`titles`, row by row) and the tokens along its axes."""
     rows, cols = axes.shape
     for i in range(rows):
         for j in range(cols):
@@ -40,7 +40,7 @@ def _label_panels(axes, xlabel, ylabel, titles, x_tokens, y_tokens):
             if j == 0:
                 ax.set_ylabel(ylabel)
             if titles is not None:
-                ax.set_title(titles[i][j])
+                ax.set_title(titles[i * cols + j])
             if x_tokens is not None:
                 ax.set_xticks(range(len(x_tokens)), x_tokens, rotation=90)
             if y_tokens is not None:
@@ -62,14 +62,12 @@ def show_heatmaps(
     """Draw a (rows, cols, Tq, Tk) grid of matrices with one colour bar; return the
     figure.
 
-    `titles` is a list of `cols` strings, or of `rows` lists of `cols` strings.
+    `titles` holds one string per panel, row by row.
     `x_tokens` and `y_tokens` label the key (column) and query (row) axes of every
     panel.
     """
     matrices = _as_grid(matrices, x_tokens, y_tokens)
     rows, cols = matrices.shape[:2]
-    if titles is not None and not isinstance(titles[0], (list, tuple)):
-        titles = [titles] * rows
     size = (figsize[0] * cols, figsize[1] * rows)
     fig, axes = plt.subplots(
         rows, cols, figsize=size, sharex=True, sharey=True, squeeze=False

@@ -13,7 +13,7 @@ import time
 import torch
 
 from nmt_lib.base.course import quick
-from nmt_lib.base.cache import cached_fit
+from nmt_lib.base.cache import cached_fit, data_fingerprint
 from nmt_lib.data import NMTData, TranslationDataset, make_loader
 from nmt_lib.base.device import default_device
 from nmt_lib.decoding import evaluate_bleu
@@ -67,10 +67,11 @@ def fit_on_splits(
     }
 
 
-def recipe_fit(data, recipe: dict, *, quiet, title, optimizer=torch.optim.Adam):
+def recipe_fit(data, recipe: dict, *, optimizer, quiet, title):
     """The training of a recipe, as the model cache calls it (`fit(model)`):
-    `fit_on_splits` with the recipe's epochs, batch size and learning rate, and an
-    `optimizer` (a class or a function of the parameters and `lr`; Adam here)."""
+    `fit_on_splits` with the recipe's epochs, batch size and learning rate, and
+    `optimizer`, a class or a function of the parameters and `lr` (this chapter: Adam).
+    """
 
     def fit(model):
         return fit_on_splits(
@@ -109,8 +110,8 @@ def train_rnn(kind: str, data, *, reuse: bool = True, quiet: bool = False, devic
         return xavier_init(model).to(device or default_device())
 
     title = {"seq2seq": "GRU seq2seq", "bahdanau": "Bahdanau attention"}[kind]
-    fit = recipe_fit(data, r, quiet=quiet, title=title)
-    key = dict(kind=kind, data=data.fingerprint(), **r)
+    fit = recipe_fit(data, r, optimizer=torch.optim.Adam, quiet=quiet, title=title)
+    key = dict(kind=kind, data=data_fingerprint(data), **r)
     return cached_fit(f"rnn-{kind}", key, build, fit, reuse=reuse)
 
 
@@ -131,21 +132,21 @@ def paper_adam(params, lr: float = 1e-3) -> torch.optim.Adam:
     return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
-def train_transformer(data, *, reuse: bool = True, quiet: bool = False, device=None):
+def train_transformer(data, *, reuse: bool = True):
     """Chapter 7's recipe, through the model cache: returns `(model, info)` like
-    `train_rnn`, on `device`."""
+    `train_rnn`, on `default_device()`."""
     r = quick(TRANSFORMER_RECIPE, **TRANSFORMER_QUICK)
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
     cfg = TransformerConfig(V_src, V_tgt, **{k: r[k] for k in TRANSFORMER_SIZES})
 
     def build():
         torch.manual_seed(r["seed"])
-        return Transformer(cfg).to(device or default_device())
+        return Transformer(cfg).to(default_device())
 
-    fit = recipe_fit(data, r, quiet=quiet, title="Transformer", optimizer=paper_adam)
+    fit = recipe_fit(data, r, optimizer=paper_adam, quiet=False, title="Transformer")
     key = dict(
         cfg=asdict(cfg),
-        data=data.fingerprint(),
+        data=data_fingerprint(data),
         **{k: r[k] for k in ("epochs", "lr", "batch_size", "seed")},
         optimizer="adam",
     )

@@ -201,21 +201,11 @@ class SubwordVocab(Vocab):
     A character never seen becomes its UTF-8 bytes (`<0xE6>` ...): nothing is `<unk>`.
     """
 
-    kind = "sentencepiece-bpe"
-    writes_unknowns = False  # byte fallback: every character has pieces
-
     def __init__(self, model_bytes: bytes):
         self.sp = load_sentencepiece(model_bytes)
         pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
         self.model_bytes, self.token_freqs = bytes(model_bytes), []
         self._set_tokens(pieces)
-
-    def state(self) -> dict:
-        return {"model": self.model_bytes}
-
-    @classmethod
-    def from_state(cls, idx_to_token, state: dict) -> "SubwordVocab":
-        return cls(state["model"])  # the pieces come from the model itself
 
     @classmethod
     def learn(cls, sentences, vocab_size: int) -> "SubwordVocab":

@@ -179,12 +179,9 @@ class TokenIds:
 class Vocab(TokenIds):
     """Word vocabulary: the specials, then the tokens by frequency, then alphabet.
 
-    Every tokenizer of the course has this interface: `split`, `encode`, `detokenize`,
-    `to_tokens`, and, to be saved with a model, `kind`, `state()` and `from_state`.
+    Every tokenizer of the course has this interface: `split`, `encode`, `detokenize`
+    and `to_tokens`.
     """
-
-    kind = "word"  # the name a checkpoint stores; chapter 8b's subwords have their own
-    writes_unknowns = True  # a word it never saw comes out as <unk>
 
     def __init__(self, sentences=(), *, min_freq: int = 1):
         counts = Counter(tok for sentence in sentences for tok in _as_tokens(sentence))
@@ -193,23 +190,6 @@ class Vocab(TokenIds):
             tok for tok, n in self.token_freqs if n >= min_freq and tok not in SPECIALS
         ]
         self._set_tokens(list(SPECIALS) + kept)
-
-    @classmethod
-    def from_tokens(cls, idx_to_token):
-        """Rebuild a vocabulary from its `idx_to_token` list (e.g. a checkpoint's)."""
-        vocab = cls()
-        vocab.token_freqs = []
-        vocab._set_tokens(list(idx_to_token))
-        return vocab
-
-    def state(self) -> dict:
-        """What rebuilds it besides its `idx_to_token`: nothing, for words."""
-        return {}
-
-    @classmethod
-    def from_state(cls, idx_to_token, state: dict):
-        """The tokenizer `state()` describes, with its token list (as saved)."""
-        return cls.from_tokens(idx_to_token)
 
     def encode(self, sentence) -> list[int]:
         """Ids of a preprocessed string (split into tokens) or a list of tokens."""

@@ -179,7 +179,7 @@ def fit(
             step += 1
             for name, value in zip(names, (step, lr, loss / tokens, tokens)):
                 history[name].append(value)
-        held_out = evaluate_loss(model, valid, pad_id) if data.splits.valid else None
+        held_out = evaluate_loss(model, valid, pad_id)
         for name, value in zip(names[4:], (epoch, step, held_out)):
             history[name].append(value)
         seconds = time.perf_counter() - start
@@ -199,14 +199,10 @@ def epoch_line(progress: dict) -> str:
     first = history["epoch_step"][-2] if len(history["epoch_step"]) > 1 else 0
     train = history["train_loss"][first:]
     held_out = history["valid_loss"][-1]
-    valid = (
-        "no validation split"
-        if held_out is None
-        else f"valid loss {held_out:.3f} (perplexity {math.exp(held_out):.2f})"
-    )
     return (
         f"epoch {progress['epoch']}: step {progress['step']:,}, mean train loss"
-        f" {sum(train) / len(train):.3f}, {valid}"
+        f" {sum(train) / len(train):.3f}, valid loss {held_out:.3f} (perplexity"
+        f" {math.exp(held_out):.2f})"
     )
 
 
@@ -223,13 +219,8 @@ def plot_history(history: dict, title: str = "training"):
         alpha=0.7,
         label="train (smoothed objective)",
     )
-    if history["valid_loss"] and None not in history["valid_loss"]:
-        ax1.plot(
-            history["epoch_step"],
-            history["valid_loss"],
-            "s--",
-            label="valid (cross-entropy)",
-        )
+    valid = history["epoch_step"], history["valid_loss"]
+    ax1.plot(*valid, "s--", label="valid (cross-entropy)")
     ax1.set(xlabel="update step", ylabel="loss per target token", title=title)
     ax1.legend()
     ax2.plot(history["step"], history["lr"])

@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 import warnings
+import zlib
 from pathlib import Path
 
 import torch
@@ -91,6 +92,18 @@ def disk_is_full(folder, margin: int = 2**20) -> bool:
         return shutil.disk_usage(folder).free < margin
     except OSError:
         return False
+
+
+def data_fingerprint(data) -> str:
+    """A short hash of a dataset's splits and vocabularies, for a cache key: equal
+    fingerprints, equal data."""
+    digest = hashlib.sha1()
+    for part in data.splits:
+        crc = zlib.crc32("\n".join(f"{s}\t{t}" for s, t in part).encode())
+        digest.update(crc.to_bytes(4, "big"))
+    tokens = data.src_vocab.idx_to_token + data.tgt_vocab.idx_to_token
+    digest.update("\n".join(tokens).encode())
+    return digest.hexdigest()[:16]
 
 
 def cached_fit(name: str, key: dict, build, fit, *, reuse: bool = True):

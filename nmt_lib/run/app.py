@@ -92,9 +92,7 @@ def explore(
     search = dict(bos_id=bos, eos_id=eos, max_len=max_len)
     hypotheses = []
     if beam_size > 1:
-        out, nodes = beam_trace(
-            model, ids, beam_size=beam_size, alpha=alpha, show=0, **search
-        )
+        out, nodes = beam_trace(model, ids, beam_size=beam_size, alpha=alpha, **search)
         for j, node in enumerate(nodes):
             if node.get("final"):
                 path = [t for t in trace_path(nodes, j)[1:] if t != eos]
@@ -360,7 +358,7 @@ def static_views(
             x, y = token_labels(exp, key)
             L, H = exp.maps[key].shape[:2]
             titles = [
-                [f"layer {i + 1}, head {h + 1}" for h in range(H)] for i in range(L)
+                f"layer {i}, head {h}" for i in range(1, L + 1) for h in range(1, H + 1)
             ]
             png = figure_png(
                 show_heatmaps(

@@ -11,13 +11,15 @@ from zipfile import BadZipFile
 import torch
 
 from nmt_lib.base.cache import atomic_save
-from nmt_lib.run.corpus import BY_KIND, preparer
+from nmt_lib.run.corpus import SavedVocab, preparer
 from nmt_lib.base.device import default_device
+from nmt_lib.subword import SubwordVocab
 from nmt_lib.text import Vocab
 from nmt_lib.modern import ModernParts, ModernTransformer
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 CHECKPOINT_FORMAT = "nmt-course-checkpoint/3"  # 3: the decoder depth moved to the parts
+BPE = "sentencepiece-bpe"  # the tokenizer kind a subword vocabulary is saved as
 
 
 class CheckpointError(ValueError):
@@ -66,11 +68,12 @@ def save_checkpoint(
 
 
 def tokenizer_state(src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
-    """What rebuilds the tokenizers: their kind, whether shared, and each one's
-    `state()` under `src_` and `tgt_` (a subword vocabulary's SentencePiece model)."""
-    state = {"kind": tgt_vocab.kind, "shared": src_vocab is tgt_vocab}
-    for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
-        state.update({f"{side}_{key}": value for key, value in vocab.state().items()})
+    """What rebuilds the tokenizers: their kind, whether shared, and for subwords each
+    side's SentencePiece model (`src_model`, `tgt_model`)."""
+    state = {"kind": "word", "shared": src_vocab is tgt_vocab}
+    if isinstance(tgt_vocab, SubwordVocab):
+        state.update(kind=BPE, src_model=src_vocab.model_bytes)
+        state.update(tgt_model=tgt_vocab.model_bytes)
     return state
 
 
@@ -80,20 +83,17 @@ def load_vocabularies(payload: dict, path) -> tuple[Vocab, Vocab]:
     tokenizer = payload.get("tokenizer")
     try:
         kind = tokenizer.get("kind")
-        if kind not in BY_KIND:
+        if kind not in ("word", BPE):
             raise ValueError(f"unknown tokenizer kind {kind!r}")
-        side = lambda name: {
-            k[len(name) + 1 :]: v
-            for k, v in tokenizer.items()
-            if k.startswith(name + "_")
-        }
         src_tokens, tgt_tokens = list(payload["src_vocab"]), list(payload["tgt_vocab"])
-        src = BY_KIND[kind].from_state(src_tokens, side("src"))
-        tgt = (
-            src
-            if tokenizer.get("shared")
-            else BY_KIND[kind].from_state(tgt_tokens, side("tgt"))
+        tokens = {"src": src_tokens, "tgt": tgt_tokens}
+        rebuild = lambda side: (
+            SavedVocab(tokens[side])
+            if kind == "word"
+            else SubwordVocab(tokenizer[f"{side}_model"])
         )
+        src = rebuild("src")
+        tgt = src if tokenizer.get("shared") else rebuild("tgt")
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(
             f"{path}: its tokenizer is missing or damaged ({e})"

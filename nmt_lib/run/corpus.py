@@ -4,11 +4,10 @@ against, and the way back from the course's tokens to text."""
 import re
 import sys
 from dataclasses import asdict, dataclass, fields
-from functools import partial
 from pathlib import Path
 
 
-from nmt_lib.data import NMTData, build_vocabs
+from nmt_lib.data import NMTData
 from nmt_lib.base.course import check_choices, setting
 from nmt_lib.base.download import file_sha1, fra_eng_path
 from nmt_lib.run.testsets import TEST_SETS, overlap_filter, read_tatoeba_test
@@ -23,10 +22,22 @@ def unify_spaces(text: str) -> str:
 
 
 PREPARE = {"course": preprocess, "raw": unify_spaces}  # raw text -> what is split
-# The tokenizers, with chapter 1's `Vocab` interface (and `kind`, `state()`,
-# `from_state` to be saved): adding one means adding its class here.
-TOKENIZERS = {"word": Vocab, "bpe": SubwordVocab}  # the command line's names
-BY_KIND = {cls.kind: cls for cls in TOKENIZERS.values()}  # the names checkpoints store
+# The tokenizers by the command line's names, each with chapter 1's `Vocab` interface.
+TOKENIZERS = {"word": Vocab, "bpe": SubwordVocab}
+
+
+class SavedVocab(Vocab):
+    """A word vocabulary rebuilt from the token list a checkpoint saved."""
+
+    def __init__(self, idx_to_token):
+        self.token_freqs = []
+        self._set_tokens(list(idx_to_token))
+
+
+def writes_unknowns(vocab: Vocab) -> bool:
+    """Whether a word it never saw comes out as `<unk>`: words do; subwords fall back
+    to pieces and bytes."""
+    return not isinstance(vocab, SubwordVocab)
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,19 @@ def resolve_corpus(path=None) -> Path:
     return path
 
 
+def learn_vocabs(train_pairs, given: CorpusSettings) -> tuple[Vocab, Vocab]:
+    """(source, target) tokenizers learned from the training pairs alone, one object
+    twice if shared."""
+    if given.tokenizer == "word":
+        learn = lambda sentences: Vocab(sentences, min_freq=given.min_freq)
+    else:
+        learn = lambda sentences: SubwordVocab.learn(sentences, given.vocab_size)
+    if given.shared_vocab:
+        both = learn([s for pair in train_pairs for s in pair])
+        return both, both
+    return learn([s for s, _ in train_pairs]), learn([t for _, t in train_pairs])
+
+
 class ParallelCorpus(NMTData):
     """`NMTData` over any `source<TAB>target` file, with each source's raw references.
     `settings`: `CorpusSettings`' other fields; `vocabularies`, a checkpoint's (source,
@@ -180,16 +204,8 @@ class ParallelCorpus(NMTData):
         if not splits.train:
             raise ValueError("the training split is empty; give more pairs")
         self.splits, self.seed = splits, given.seed
-        learn = (
-            "word"
-            if given.tokenizer == "word"
-            else partial(TOKENIZERS[given.tokenizer].learn, vocab_size=given.vocab_size)
-        )
-        self.src_vocab, self.tgt_vocab = vocabularies or build_vocabs(
-            splits.train,
-            tokenizer=learn,
-            min_freq=given.min_freq,
-            shared_vocab=given.shared_vocab,
+        self.src_vocab, self.tgt_vocab = vocabularies or learn_vocabs(
+            splits.train, given
         )
         self.settings = {
             **asdict(given),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from nmt_lib.run.corpus import ParallelCorpus, detokenize, keeps_case, preparer
+from nmt_lib.run.corpus import writes_unknowns
 from nmt_lib.run.corpus import split_settings
 from nmt_lib.decoding import beam_search, evaluate_bleu, translate
 from nmt_lib.fast import greedy_decode_fast
@@ -120,7 +121,7 @@ def count_unknowns(hypotheses) -> int:
 def copy_unknowns(ckpt, sources, hypotheses) -> list[str]:
     """Word-level output with each `<unk>` replaced by the source word it attends to
     most (chapter 8b); subword output, which has no `<unk>` to replace, as it is."""
-    if not ckpt.tgt_vocab.writes_unknowns or not count_unknowns(hypotheses):
+    if not writes_unknowns(ckpt.tgt_vocab) or not count_unknowns(hypotheses):
         return list(hypotheses)
     replaced = replace_unknowns(
         ckpt.model,
@@ -254,6 +255,9 @@ def evaluate_checkpoint(
         )
     corpus.use_vocabularies(ckpt.src_vocab, ckpt.tgt_vocab)
     pairs = getattr(corpus.splits, split)
+    if limit is not None:  # the pairs of the first `limit` distinct sources
+        first = set(list(dict.fromkeys(s for s, _ in pairs))[:limit])
+        pairs = [(s, t) for s, t in pairs if s in first]
     if not pairs:
         raise ValueError(
             f"the {split} split of {corpus.path} is empty ({split}_frac="
@@ -269,7 +273,6 @@ def evaluate_checkpoint(
             pairs,
             ckpt.src_vocab,
             ckpt.tgt_vocab,
-            limit=limit,
             max_len=max_len,
             max_src_len=cfg.max_len - 1,
             batch_size=batch_size,
@@ -283,7 +286,7 @@ def evaluate_checkpoint(
         [r[k] if k < len(r) else None for r in refs] for k in range(max(map(len, refs)))
     ]
     unknown = count_unknowns(result.hypotheses)
-    copied = unknown > 0 and ckpt.tgt_vocab.writes_unknowns
+    copied = unknown > 0 and writes_unknowns(ckpt.tgt_vocab)
     hyps = [join(h) for h in copy_unknowns(ckpt, result.sources, result.hypotheses)]
     return scored(
         hyps,

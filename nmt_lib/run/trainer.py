@@ -233,7 +233,8 @@ class Run:
         ):
             history[key].append(value)
         if self.report != "none":
-            say(epoch_line(progress) + "\n")
+            no_valid = f"epoch {progress['epoch']}: step {progress['step']:,}"
+            say((epoch_line(progress) if validate else no_valid) + "\n")
         progress["epoch"], progress["batch"] = progress["epoch"] + 1, 0
         self.save()
         if self.settings.keep_last and self.checkpoint is not None and self.rank == 0:
