@@ -75,12 +75,8 @@ def main(argv=None):
         f" per contender, {threads} threads; decoding with {d['model']}, torch"
         f" {torch.__version__}"
     )
-    rows = [
-        *training_rows(t),
-        *decoding_rows(d),
-        *translation_rows(c),
-        ["run", run, ""],
-    ]
+    rows = [*training_rows(t), *decoding_rows(d), *translation_rows(c)]
+    rows.append(["run", run, ""])
     command = argv if argv is not None else sys.argv[1:]
     result = {
         "training": t,

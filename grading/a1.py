@@ -24,30 +24,18 @@ def _alibi_reference(h, tq, tk):
 
 
 def window_mask(fn):
-    for tq, tk, window in (
-        (7, 7, 3),
-        (1, 9, 4),
-        (5, 12, 1),
-        (4, 4, 10),
-        (300, 300, 64),
-    ):
+    cases = ((7, 7, 3), (1, 9, 4), (5, 12, 1), (4, 4, 10), (300, 300, 64))
+    for tq, tk, window in cases:
         case = f"{tq} queries, {tk} keys, window {window}"
-        compare(
-            case,
-            learner_call(case, fn, tq, tk, window),
-            _window_reference(tq, tk, window),
-        )
+        got = learner_call(case, fn, tq, tk, window)
+        compare(case, got, _window_reference(tq, tk, window))
 
 
 def alibi_bias(fn):
     for h, tq, tk in ((8, 6, 6), (3, 2, 7), (16, 1, 20)):
         case = f"{h} heads, {tq} queries, {tk} keys"
-        compare(
-            case,
-            learner_call(case, fn, h, tq, tk),
-            _alibi_reference(h, tq, tk),
-            atol=1e-6,
-        )
+        got = learner_call(case, fn, h, tq, tk)
+        compare(case, got, _alibi_reference(h, tq, tk), atol=1e-6)
 
 
 def _local_reference(course, x, mask, window, alibi):

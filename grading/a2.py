@@ -53,10 +53,8 @@ def _greedy_reference(model, src, src_len, *, bos_id, eos_id, max_len, penalty):
 
 
 def penalised_greedy(fn, penalty_fn):
-    model, (src, src_len) = (
-        random_translator(3, vocab=20),
-        sources(3, (7, 2, 9, 4), vocab=20),
-    )
+    model = random_translator(3, vocab=20)
+    src, src_len = sources(3, (7, 2, 9, 4), vocab=20)
     for penalty, max_len in ((1.8, 10), (0.7, 10), (1.5, 2)):
         ids = dict(bos_id=1, eos_id=2, max_len=max_len, penalty=penalty)
         case = f"4 sentences, 20 tokens, penalty {penalty}, max_len {max_len}"
@@ -70,7 +68,7 @@ def _n_best_reference(model, src, src_len, *, beam_size, n, alpha, **ids):
     from nmt_lib.decoding import cut_at_eos
     from nmt_lib.evaluation import beam_trace, trace_path
 
-    out = []
+    out, eos = [], ids["eos_id"]
     for i in range(src.shape[0]):
         _, nodes = beam_trace(
             model,
@@ -83,34 +81,20 @@ def _n_best_reference(model, src, src_len, *, beam_size, n, alpha, **ids):
             (node for node in nodes if node.get("final")),
             key=lambda node: -node["score"],
         )
-        out.append(
-            [
-                (
-                    cut_at_eos(trace_path(nodes, nodes.index(node))[1:], ids["eos_id"])[
-                        0
-                    ],
-                    node["score"],
-                )
-                for node in final[:n]
-            ]
-        )
+        path = lambda node: trace_path(nodes, nodes.index(node))[1:]
+        out.append([(cut_at_eos(path(nd), eos)[0], nd["score"]) for nd in final[:n]])
     return out
 
 
 def n_best(fn):
-    model, (src, src_len) = (
-        random_translator(4, vocab=20),
-        sources(4, (6, 3, 8), vocab=20),
-    )
+    model = random_translator(4, vocab=20)
+    src, src_len = sources(4, (6, 3, 8), vocab=20)
     for beam, n, alpha in ((5, 5, 0.6), (2, 2, 1.0)):
         ids = dict(bos_id=1, eos_id=2, max_len=9)
         case = f"beam {beam}, n {n}, alpha {alpha:g}, 3 sentences over 20 tokens"
-        got = learner_call(
-            case, fn, model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids
-        )
-        expected = _n_best_reference(
-            model, src, src_len, beam_size=beam, n=n, alpha=alpha, **ids
-        )
+        search = dict(beam_size=beam, n=n, alpha=alpha, **ids)
+        got = learner_call(case, fn, model, src, src_len, **search)
+        expected = _n_best_reference(model, src, src_len, **search)
         for i, (mine, right) in enumerate(zip(got, expected)):
             if [[int(t) for t in tokens] for tokens, _ in mine] != [
                 tokens for tokens, _ in right

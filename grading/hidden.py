@@ -9,16 +9,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from grading import a1, a2, a3
-from nmt_lib.checks import (
-    CheckFailed,
-    check_alibi_bias,
-    check_beats_reference,
-    check_local_attention,
-    check_n_best,
-    check_penalised_greedy,
-    check_repetition_penalty,
-    check_window_mask,
-)
+from nmt_lib.checks import CheckFailed, check_alibi_bias, check_beats_reference
+from nmt_lib.checks import check_local_attention, check_n_best, check_penalised_greedy
+from nmt_lib.checks import check_repetition_penalty, check_window_mask
 from nmt_lib.checks.a3 import RUNS, find_runs
 
 
@@ -73,7 +66,6 @@ ASSIGNMENTS = {
             ("chosen",),
             check_beats_reference,
             a3.beats_reference,
-            points=10,
             own=False,
             runs=True,
         ),

@@ -77,16 +77,9 @@ def grade_apart(
     }
     with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
         scores = Path(tmp) / "scores.json"
-        command = [
-            sys.executable,
-            __file__,
-            assignment,
-            str(path),
-            "--json",
-            str(scores),
-        ]
+        command = [sys.executable, __file__, assignment, str(path), "--json"]
         proc = subprocess.Popen(
-            [*command, "--timeout", str(timeout)],
+            [*command, str(scores), "--timeout", str(timeout)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -211,10 +204,8 @@ def record(assignment: str, name: str, course: Path, results: dict):
     from nbgrader.api import Gradebook, MissingEntry
     from grading.hidden import grade_cells
 
-    answer, cells = (
-        answer_cells(course / "source" / assignment / name),
-        grade_cells(assignment),
-    )
+    answer = answer_cells(course / "source" / assignment / name)
+    cells = grade_cells(assignment)
     with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
         for student, result in results.items():
             for cell, row in zip(cells, result["rows"] or [None] * len(cells)):

@@ -213,11 +213,8 @@ def main(argv=None):
         print(f"{wall:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
         if error:
             failed.append(nb_path.name)
-        kind, status = (
-            "chapter" if chapter else "solutions",
-            "failed" if error else "ok",
-        )
-        rows.append((name, kind, wall, status, numbers))
+        kind = "chapter" if chapter else "solutions"
+        rows.append((name, kind, wall, "failed" if error else "ok", numbers))
 
     print(
         "\n| notebook | kind | wall time | status | headline numbers"

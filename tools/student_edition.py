@@ -24,17 +24,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LEFT_OUT = (
-    "solutions/",
-    "grading/",
-    "tests/",
-    ".ci/",
-    "tools/grade.py",
-    "tools/release.py",
-    "tools/student_edition.py",
-    "book/teachers.md",
-    "runs/",
-)
+LEFT_OUT = ("solutions/", "grading/", "tests/", ".ci/", "tools/grade.py")
+LEFT_OUT += ("tools/release.py", "tools/student_edition.py", "book/teachers.md")
+LEFT_OUT += ("runs/",)
 # the paragraph
 SOLUTIONS_LINE = re.compile(
     r"^Solutions, executed, are in `solutions/[^`]+`[^\n]*(?:\n[^\n]+)*\n*", re.M
@@ -52,13 +44,9 @@ BANNER = (
 
 
 def kept_files(root: Path) -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "-z"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
+    git = ["git", "ls-files", "--cached", "-z"]
+    run = subprocess.run(git, cwd=root, capture_output=True, text=True, check=True)
+    listed = run.stdout.split("\0")
     return sorted(
         f for f in listed if f and not f.startswith(LEFT_OUT) and (root / f).is_file()
     )
@@ -85,12 +73,8 @@ def strip_index(path: Path):
     """The book's index without its Solutions and For-teachers tables of contents."""
     text = path.read_text(encoding="utf-8")
     for caption in ("Solutions", "For teachers"):
-        text = re.sub(
-            r"```\{toctree\}\n(?::[^\n]*\n)*?:caption: " + caption + r"\n.*?```\n\n?",
-            "",
-            text,
-            flags=re.S,
-        )
+        toc = r"```\{toctree\}\n(?::[^\n]*\n)*?:caption: " + caption + r"\n.*?```\n\n?"
+        text = re.sub(toc, "", text, flags=re.S)
     text = re.sub(
         r"their solutions, executed,\s+follow the chapters, and a teacher's guide"
         r" closes the book\.",

@@ -156,14 +156,8 @@ def check_local_attention(cls) -> str:
         )
     for window in (1, 3):
         case = f"no bias, window {window}"
-        mine = learner_call(
-            f"building cls(16, 4, window={window}, alibi=False)",
-            cls,
-            16,
-            4,
-            window=window,
-            alibi=False,
-        )
+        building = f"building cls(16, 4, window={window}, alibi=False)"
+        mine = learner_call(building, cls, 16, 4, window=window, alibi=False)
         load_course_weights(case, mine, course)
         compare(
             f"{case}: against chapter 5's attention of each position over its window",

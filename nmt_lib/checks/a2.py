@@ -120,19 +120,10 @@ def check_penalised_greedy(fn, penalty_fn) -> str:
         case, learner_call(case, fn, model, src, src_len, **ids, penalty=3.0), 3
     )
     for i, tokens in enumerate(batch):
-        one = token_lists(
-            f"sentence {i} alone",
-            learner_call(
-                f"sentence {i} alone",
-                fn,
-                model,
-                src[i : i + 1, : int(src_len[i])],
-                src_len[i : i + 1],
-                **ids,
-                penalty=3.0,
-            ),
-            1,
-        )[0]
+        alone, row = f"sentence {i} alone", slice(i, i + 1)
+        own = src[row, : int(src_len[i])], src_len[row]
+        one = learner_call(alone, fn, model, *own, **ids, penalty=3.0)
+        one = token_lists(alone, one, 1)[0]
         if one != tokens:
             raise CheckFailed(
                 f"penalty 3: sentence {i} alone gives {one}, in the batch {tokens}:"
@@ -140,10 +131,7 @@ def check_penalised_greedy(fn, penalty_fn) -> str:
             )
         prefix = [1] + tokens
         with torch.no_grad():
-            # (T, V)
-            logits = model(src[i : i + 1], src_len[i : i + 1], torch.tensor([prefix]))[
-                0
-            ]
+            logits = model(src[row], src_len[row], torch.tensor([prefix]))[0]  # (T, V)
         for t in range(len(tokens) + (len(tokens) < ids["max_len"])):
             step = learner_call(
                 "your repetition_penalty",
@@ -198,10 +186,8 @@ def check_n_best(fn) -> str:
                     f"{case}: sentence {i}: return a list of n = {n} (tokens, score)"
                     " pairs"
                 )
-            tokens, scores = (
-                [[int(t) for t in h[0]] for h in hyps],
-                [float(h[1]) for h in hyps],
-            )
+            tokens = [[int(t) for t in h[0]] for h in hyps]
+            scores = [float(h[1]) for h in hyps]
             if tokens[0] != best[i]:
                 raise CheckFailed(
                     f"{case}: sentence {i}: your best is {tokens[0]}, chapter 7's beam"
@@ -231,17 +217,7 @@ def check_n_best(fn) -> str:
             )
     case = "n = 3 from a beam of 2"
     try:
-        fn(
-            model,
-            src,
-            src_len,
-            bos_id=1,
-            eos_id=2,
-            max_len=8,
-            beam_size=2,
-            n=3,
-            alpha=1.0,
-        )
+        fn(model, src, src_len, **ids, beam_size=2, n=3, alpha=1.0)
     except ValueError:
         pass
     except Exception as e:

@@ -195,13 +195,8 @@ def check_runs(runs: dict, chosen) -> str:
             f"no runs in {RUNS}/: train them first, with the commands above, and hand"
             " them in (`hand_in()`)"
         )
-    data, loaded, kinds, weights, options = (
-        _data(),
-        _load(runs),
-        {},
-        {},
-        data_settings(),
-    )
+    data, loaded, options = _data(), _load(runs), data_settings()
+    kinds, weights = {}, {}
     for (name, seed), ckpt in loaded.items():
         run, p = f"{name}.seed{seed}", ckpt.payload
         files = Path(runs[name, seed]).rglob("*")

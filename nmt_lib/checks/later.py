@@ -196,14 +196,7 @@ def check_sliced_loss(fn) -> str:
     return "sliced loss: right for rows = 1, 3, 10 and 64"
 
 
-def _nucleus(
-    logits,
-    p: float,
-    *,
-    keep_crossing: bool = True,
-    renormalise: bool = True,
-    descending: bool = True,
-):
+def _nucleus(logits, p, *, keep_crossing=True, renormalise=True, descending=True):
     """Top-p probabilities of (..., V) logits, or a usual mistake in them."""
     probs = logits.softmax(-1)
     sorted_p, order = probs.sort(-1, descending=descending)

@@ -115,10 +115,6 @@ def check_kv_sharing(fn) -> str:
     for case, (G, H) in cases.items():
         k = torch.randn(2, G, 3, 4, generator=gen)
         got = learner_call(case, fn, k.clone(), H)
-        named_mistake(
-            case,
-            got,
-            k.repeat_interleave(H // G, dim=1),
-            {why: k.repeat(1, H // G, 1, 1)},
-        )
+        wrong = {why: k.repeat(1, H // G, 1, 1)}
+        named_mistake(case, got, k.repeat_interleave(H // G, dim=1), wrong)
     return passed("key/value sharing", cases)

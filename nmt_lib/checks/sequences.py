@@ -10,6 +10,11 @@ import torch
 from nmt_lib.checks.core import CheckFailed, learner_call, named_mistake, parts, passed
 from nmt_lib.checks.core import result
 
+OVER_KEYS = (
+    "the weights sum to 1 over the keys, not over the queries: softmax over the last"
+    " dimension"
+)
+
 
 def check_truncate_pad(fn) -> str:
     """`fn(ids, num_steps, pad_id)` -> `ids` cut or padded to `num_steps`, against
@@ -86,27 +91,16 @@ def check_masked_softmax(fn) -> str:
     from nmt_lib.attention import causal_mask, lens_to_mask, masked_softmax
 
     gen = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 3
     cases = {
-        "a padding mask of shape (B, 1, Tk)": (
-            torch.randn(2, 3, 5, generator=gen) * 3,
-            lens_to_mask([5, 2], 5),
-        ),
-        "a causal mask of shape (Tq, Tk)": (
-            torch.randn(2, 4, 4, generator=gen) * 3,
-            causal_mask(4),
-        ),
-        "a (B, Tq, Tk) mask": (
-            torch.randn(2, 3, 4, generator=gen) * 3,
-            lens_to_mask([[1, 2, 4], [4, 3, 3]], 4),
-        ),
+        "a padding mask of shape (B, 1, Tk)": (r(2, 3, 5), lens_to_mask([5, 2], 5)),
+        "a causal mask of shape (Tq, Tk)": (r(2, 4, 4), causal_mask(4)),
+        "a (B, Tq, Tk) mask": (r(2, 3, 4), lens_to_mask([[1, 2, 4], [4, 3, 3]], 4)),
         "heads: (B, H, Tq, Tk) scores, a (B, 1, 1, Tk) mask": (
-            torch.randn(2, 3, 2, 4, generator=gen) * 3,
+            r(2, 3, 2, 4),
             lens_to_mask([3, 4], 4)[:, None],
         ),
-        "a batch row with no allowed key": (
-            torch.randn(2, 3, 5, generator=gen) * 3,
-            lens_to_mask([0, 3], 5),
-        ),
+        "a batch row with no allowed key": (r(2, 3, 5), lens_to_mask([0, 3], 5)),
     }
     for case, (scores, mask) in cases.items():
         got = result(case, learner_call(case, fn, scores.clone(), mask.clone()))
@@ -126,20 +120,8 @@ def check_masked_softmax(fn) -> str:
                 ),
                 torch.softmax(scores.masked_fill(~mask, low), dim=-1),
             ),
-            (
-                (
-                    "the weights sum to 1 over the keys, not over the queries: softmax"
-                    " over the last dimension"
-                ),
-                torch.softmax(scores.masked_fill(~mask, low), dim=-2) * mask,
-            ),
-            (
-                (
-                    "the weights sum to 1 over the keys, not over the queries: softmax"
-                    " over the last dimension"
-                ),
-                torch.softmax(scores.masked_fill(~mask, low), dim=-2),
-            ),
+            (OVER_KEYS, torch.softmax(scores.masked_fill(~mask, low), dim=-2) * mask),
+            (OVER_KEYS, torch.softmax(scores.masked_fill(~mask, low), dim=-2)),
             (
                 "True means may attend: you gave the weight to the masked keys",
                 masked_softmax(scores, mask=~mask),
@@ -219,10 +201,7 @@ def check_attention(fn) -> str:
                 "unscaled, wide vectors give near one-hot weights"
             ): weights(raw),
             "divide the scores by sqrt(d), not by d": weights(raw / d),
-            (
-                "the weights sum to 1 over the keys, not over the queries: softmax "
-                "over the last dimension"
-            ): weights(raw / math.sqrt(d), dim=-2),
+            OVER_KEYS: weights(raw / math.sqrt(d), dim=-2),
         }
         named_mistake(f"{case}: the weights", got[1], expected[1], mistakes)
         named_mistake(

@@ -111,10 +111,8 @@ def check_multihead(cls) -> str:
     mine = learner_call("building cls(16, 4)", cls, 16, 4)
     load_course_weights("cls(16, 4)", mine, course)
     gen = torch.Generator().manual_seed(1)
-    x, memory = (
-        torch.randn(2, 5, 16, generator=gen),
-        torch.randn(2, 7, 16, generator=gen),
-    )
+    x = torch.randn(2, 5, 16, generator=gen)
+    memory = torch.randn(2, 7, 16, generator=gen)
     cases = {
         "self-attention over 5 tokens, no mask": (x, x, x, None),
         "cross-attention over 7 source tokens with padding (a (B, 1, Tk) mask)": (
@@ -231,10 +229,8 @@ def check_decoder_block(cls) -> str:
         return block(x, (*kv, src_mask.unsqueeze(1)), self_mask)
 
     gen = torch.Generator().manual_seed(1)
-    x, memory = (
-        torch.randn(2, 5, 16, generator=gen),
-        torch.randn(2, 6, 16, generator=gen),
-    )
+    x = torch.randn(2, 5, 16, generator=gen)
+    memory = torch.randn(2, 6, 16, generator=gen)
     cases = {
         "5 target tokens over 6 source tokens, no padding": lens_to_mask([6, 6], 6),
         "5 target tokens over a padded source (lengths 6 and 2)": lens_to_mask(
@@ -318,40 +314,23 @@ def check_kv_cache_step(fn) -> str:
             k, v = cache.k, cache.v
             new_k, new_v = attn.project_kv(y, y)
             if past is not None:
+                so_far = "of all positions so far (the cache plus the new one)"
                 mistakes = {
                     (
                         "the new key goes after the cached ones: append along the "
                         "time axis, dim 2"
                     ): torch.cat([new_k, past[0]], dim=2),
-                    (
-                        "return the keys of all positions so far (the cache plus the "
-                        "new one)"
-                    ): (new_k),
+                    f"return the keys {so_far}": new_k,
                 }
                 named_mistake(f"{case}: the keys", got[1], k, mistakes)
-                named_mistake(
-                    f"{case}: the values",
-                    got[2],
-                    v,
-                    {
-                        (
-                            "return the values of all positions so far (the cache "
-                            "plus the new one)"
-                        ): (new_v)
-                    },
+                mistakes = {f"return the values {so_far}": new_v}
+                named_mistake(f"{case}: the values", got[2], v, mistakes)
+                alone = (
+                    "the new position attends over the cached keys and values and its"
+                    " own, not its own alone"
                 )
-                only_new = attn.attend_kv(y, new_k, new_v)
-                named_mistake(
-                    f"{case}: the output",
-                    got[0],
-                    out,
-                    {
-                        (
-                            "the new position attends over the cached keys and values "
-                            "and its own, not its own alone"
-                        ): (only_new)
-                    },
-                )
+                mistakes = {alone: attn.attend_kv(y, new_k, new_v)}
+                named_mistake(f"{case}: the output", got[0], out, mistakes)
             for name, g, e in zip(
                 ("the output", "the keys", "the values"), got, (out, k, v)
             ):
@@ -395,12 +374,8 @@ def check_beam_step(fn) -> str:
             ("scores", "beam", "token"),
         )
         expected = beam_step(scores, logp, finished, 2)
-        best_each = (
-            (scores.unsqueeze(-1) + logp)
-            .max(-1)
-            .values.sort(-1, descending=True)
-            .values
-        )
+        best = (scores.unsqueeze(-1) + logp).max(-1).values
+        best_each = best.sort(-1, descending=True).values
         mistakes = {
             (
                 "a finished beam can only continue with <eos>, at no cost: it keeps "

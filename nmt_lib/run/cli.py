@@ -204,12 +204,8 @@ def evaluate_command(args, parser) -> int:
     ckpt = load_model(args.checkpoint, args.model, args.device)
     ckpt = int8(ckpt) if args.int8 else ckpt
     started = time.perf_counter()
-    search = dict(
-        beam=args.beam,
-        alpha=args.length_penalty,
-        limit=args.limit,
-        batch_size=args.batch_size,
-    )
+    search = dict(beam=args.beam, alpha=args.length_penalty, limit=args.limit)
+    search["batch_size"] = args.batch_size
     if args.test:
         r = evaluate_public(ckpt, test=args.test, overlap_ok=args.overlap_ok, **search)
     else:

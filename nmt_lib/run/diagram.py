@@ -56,22 +56,14 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
                 arrow(left, y, x - width / 2, y, color="0.55")
             arrow(x, y + height / 2, x, y + 0.8 - height / 2)
             y += 0.8
-        corner, size = (
-            (x - width / 2 - 0.35, first - 0.75),
-            (width + 0.7, y - first + 0.3),
-        )
+        corner = (x - width / 2 - 0.35, first - 0.75)
+        size = (width + 0.7, y - first + 0.3)
         style = dict(boxstyle="round,pad=0.02", fc="none", ec="0.5", ls="--")
         ax.add_patch(FancyBboxPatch(corner, *size, **style))
-        ax.text(  # beside the frame, clear of the arrows
-            x + width / 2 + 0.42,
-            (first - 0.75 + y - 0.45) / 2,
-            frame_label,
-            rotation=90,
-            ha="left",
-            va="center",
-            fontsize=8,
-            color="0.35",
-        )
+        # beside the frame, clear of the arrows
+        beside = (x + width / 2 + 0.42, (first - 0.75 + y - 0.45) / 2)
+        side = dict(rotation=90, ha="left", va="center", fontsize=8, color="0.35")
+        ax.text(*beside, frame_label, **side)
         box(x, y, f"{prefix}.norm", "LayerNorm with pre-norm, else Identity", "#e8e8e8")
         return y, rows
 
@@ -112,22 +104,11 @@ def draw_transformer(model, *, title="The Transformer, as nmt_lib builds it"):
     softmax = "softmax: p(next French token) (B, T, V)"
     ax.text(dx, dec_top + 1.45, softmax, ha="center", fontsize=8.5)
     memory = dict(arrowstyle="-|>", mutation_scale=12, lw=1.6, color="tab:red")
-    ax.add_patch(
-        FancyArrowPatch(
-            (ex + width / 2, enc_top),
-            (dx - width / 2, dec_rows["cross_attn"]),
-            **memory,
-            connectionstyle="arc3,rad=-0.2",
-        )
-    )
-    ax.text(
-        dx - width / 2 - 0.45,
-        enc_top + 0.6,
-        "memory (B, S, D):\nto every decoder block",
-        ha="right",
-        fontsize=8,
-        color="tab:red",
-    )
+    ends = (ex + width / 2, enc_top), (dx - width / 2, dec_rows["cross_attn"])
+    ax.add_patch(FancyArrowPatch(*ends, **memory, connectionstyle="arc3,rad=-0.2"))
+    note = "memory (B, S, D):\nto every decoder block"
+    red = dict(ha="right", fontsize=8, color="tab:red")
+    ax.text(dx - width / 2 - 0.45, enc_top + 0.6, note, **red)
     ax.set(xlim=(0, 10.4), ylim=(0, dec_top + 1.8), title=title)
     ax.axis("off")
     return fig

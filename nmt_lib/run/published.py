@@ -18,16 +18,9 @@ from pathlib import Path
 import torch
 
 from nmt_lib.base.device import default_device
-from nmt_lib.run.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    first_line,
-    load_checkpoint,
-    load_vocabularies,
-    model_from,
-    older_format,
-    tokenizer_state,
-)
+from nmt_lib.run.checkpoint import Checkpoint, CheckpointError, first_line
+from nmt_lib.run.checkpoint import load_checkpoint, load_vocabularies, model_from
+from nmt_lib.run.checkpoint import older_format, tokenizer_state
 
 PUBLISHED = "tatoeba-en-fr"  # the folder of the shipped model
 # an installed wheel's copy, else the repository's folder (tools/publish_model.py's)
