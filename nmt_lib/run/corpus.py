@@ -22,8 +22,6 @@ def unify_spaces(text: str) -> str:
 
 
 PREPARE = {"course": preprocess, "raw": unify_spaces}  # raw text -> what is split
-# The tokenizers by the command line's names, each with chapter 1's `Vocab` interface.
-TOKENIZERS = {"word": Vocab, "bpe": SubwordVocab}
 
 
 class SavedVocab(Vocab):
@@ -57,7 +55,7 @@ class CorpusSettings:
         "word",
         "word: the words seen --min-freq times, the rest <unk>; bpe: subword pieces "
         "learned by SentencePiece on the training split (chapter 8b)",
-        choices=tuple(TOKENIZERS),
+        choices=("word", "bpe"),  # learn_vocabs builds each
     )
     vocab_size: int = setting(8000, "pieces in each subword vocabulary (bpe)")
     shared_vocab: bool = setting(
