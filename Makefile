@@ -27,7 +27,7 @@ ONE_THREAD := NMT_THREADS=1 OMP_NUM_THREADS=1
 HANDWRITTEN := nmt_lib/base nmt_lib/run nmt_lib/checks nmt_lib/__init__.py nmt_lib/__main__.py \
                grading tests tools bench experiments speedrun book/conf.py
 
-.PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bench soak \
+.PHONY: setup course solutions test test-latest unit quick nbval lab export notebooks clean book chromium bubblewrap bench soak \
         grade release student slides
 MATHJAX := build/mathjax-3.2.2
 CHROMIUM ?= /usr/bin/chromium
@@ -53,7 +53,7 @@ course: $(STAMP)
 solutions: $(STAMP)
 	$(BIN)/python tools/run_course.py --solutions
 
-test: $(STAMP) book slides chromium
+test: $(STAMP) book slides chromium bubblewrap
 	$(BIN)/python tools/export_lib.py --check
 	$(BIN)/python tools/release.py --check
 	$(BIN)/ruff check .
@@ -111,6 +111,12 @@ book: $(STAMP) $(MATHJAX)/tex-chtml.js
 	cp -r $(MATHJAX) build/book-src/_static/mathjax
 	$(BIN)/sphinx-build -b html -q build/book-src build/book
 	@echo "book: build/book/index.html (works offline; open it in a browser)"
+
+# Grading runs each submission's kernel in bubblewrap's namespaces (grading/jail.py).
+bubblewrap:
+	@command -v bwrap >/dev/null || { command -v apt-get >/dev/null && \
+	  $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; } || \
+	  { echo "bubblewrap (bwrap) not found: install it to grade (apt or dnf install bubblewrap)"; exit 1; }
 
 # The browser tests drive Debian's Chromium; elsewhere set CHROMIUM=/path/to/chrome.
 chromium:

@@ -1,13 +1,18 @@
 """nbgrader's export with a column per graded cell: one CSV row per student and
 assignment, with the points of each task, written problem and concept-question cell, and
-the total. nbgrader's own CSV export gives only the total of each assignment.
+the total; its status (graded, or why not) and the cells a teacher should read, as
+tools/grade.py left them in the course folder (grading-A1.json). nbgrader's own CSV
+export gives only the total of each assignment.
 
     # in the course folder, this repository on PYTHONPATH (tools/grade.py does it)
     nbgrader export --exporter=grading.export.TaskCsv --to grades.csv
 """
 
 import csv
+import json
 import os
+import re
+from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
@@ -16,6 +21,34 @@ from grading.hidden import ASSIGNMENTS, parts
 
 # the kinds of grade cell, as the sources place them
 ORDER = {"points": 0, "writeup": 1, "written": 2, "concepts": 3}
+
+
+# what a teacher reads a notebook for: code that can reach around the sandbox, by name,
+# shell and magic lines (but %matplotlib), and a path that leaves the notebook's folder
+SUSPECT = re.compile(
+    r"\b(?:exec|eval|compile|importlib|__import__|sys\.modules|gc|inspect|ctypes"
+    r"|thread\w*|_thread|multiprocessing|subprocess|os\.system|signal|sys\.prefix"
+    r"|torch\._C|torch\.ops|torch\.library|get_ipython|input_transformers\w*"
+    r"|events\.register)\b|^\s*(?:!|%(?!matplotlib))|(?<![\w.])open\(|['\"](?:/|\.\./|~)"
+)
+
+
+def to_read(notebook: Path) -> str:
+    """The code cells and lines of `notebook` that use what `SUSPECT` names, for the
+    teacher to read ("cell 3, line 2: exec"); they do not change the points."""
+    try:
+        cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "not a notebook: read the file"
+    found = []
+    for i, cell in enumerate(c for c in cells if c.get("cell_type") == "code"):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        for n, line in enumerate(source.splitlines(), 1):
+            what = sorted({m.group(0).strip() for m in SUSPECT.finditer(line)})
+            if what:
+                found.append(f"code cell {i + 1}, line {n}: {' '.join(what)}")
+    return "; ".join(found)
 
 
 def position(cell: str) -> tuple:
@@ -40,8 +73,11 @@ class TaskCsv(ExportPlugin):
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
-        rows, header = [], ["student", "assignment", "status"]
+        rows, header = [], ["student", "assignment", "status", "to read"]
+        root = Path(gradebook.engine.url.database).parent
         for assignment in gradebook.assignments:
+            side = root / f"grading-{assignment.name}.json"
+            side = json.loads(side.read_text()) if side.exists() else {}
             if self.assignment and assignment.name not in self.assignment:
                 continue
             cells = [
@@ -54,12 +90,15 @@ class TaskCsv(ExportPlugin):
                 if self.student and student.id not in self.student:
                     continue
                 row = {"student": student.id, "assignment": assignment.name}
+                graded = side.get(student.id, {"status": "submitted"})
+                row |= {"to read": graded.get("to read", "")}
                 try:
                     gradebook.find_submission(assignment.name, student.id)
                 except MissingEntry:
-                    rows.append({**row, "status": "not submitted"})
+                    why = graded["status"] if student.id in side else "not submitted"
+                    rows.append({**row, "status": why})
                     continue
-                row["status"] = "submitted"
+                row["status"] = graded["status"]
                 total = 0.0
                 for notebook, cell in cells:
                     grade = gradebook.find_grade(
@@ -68,8 +107,8 @@ class TaskCsv(ExportPlugin):
                     # a written answer not graded yet: 0
                     row[label(cell)] = grade.score or 0.0
                     total += grade.score or 0.0
-                    if grade.needs_manual_grade:
-                        row["status"] = "needs manual grading"
+                    if grade.needs_manual_grade and row["status"] == "graded":
+                        row["status"] += "; needs manual grading"
                 out_of = sum(
                     gradebook.find_grade_cell(cell, nb, assignment.name).max_score
                     for nb, cell in cells

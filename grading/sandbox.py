@@ -1,10 +1,10 @@
 """Where a submission's code runs when it is graded, apart from the answers: a kernel in
-a temporary folder holding a copy of the course's `nmt_lib` and nothing else of the
-repository. In that copy the course's implementations of what the assignment asks for
-are stubs that raise, written into its source, so no reference to them reaches working
-code. PyTorch's attention is refused while the submission's functions run (where the
-task is attention), and only plain data comes back (`torch.load(weights_only=True)`),
-so the graders, which compare outside, never run the submission's objects.
+the jail (grading/jail.py), which sees a copy of the course's `nmt_lib` and nothing else
+of the repository. In that copy the course's implementations of what the assignment
+asks for are stubs that raise, written into its source, so no reference to them reaches
+working code. PyTorch's attention is refused at its dispatcher (where the task is
+attention), and only plain data comes back (`torch.load(weights_only=True)`), so the
+graders, which compare outside, never run the submission's objects.
 
     with Sandbox("A2", notebook) as box:  # runs the notebook's code cells in the kernel
         # a plain value, or the error it raised
@@ -22,7 +22,6 @@ as a copy (`carry`); its graders read the originals outside.
 """
 
 import ast
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,11 +34,13 @@ from torch import nn
 from nmt_lib.checks import CheckFailed
 
 ROOT = Path(__file__).resolve().parent.parent
-# per assignment: module of nmt_lib -> the names a task asks the student to write
+# per assignment: module of nmt_lib -> the names that compute what a task asks the
+# student to write (tests/test_grade.py finds them by what they compute)
 WITHHELD = {
     "A1": {
         "multihead": ("MultiHeadAttention",),
         "attention": ("attend", "DotProductAttention"),
+        "fast": ("tiled_attention",),  # chapter 10's: attention, a tile at a time
     },
     "A2": {
         "decoding": (
@@ -55,34 +56,36 @@ WITHHELD = {
 }
 # the assignments whose tasks are attention itself (A2's model may use PyTorch's)
 REFUSE_ATTENTION = {"A1"}
-# Run first in the kernel: the editable install's finder would reach the repository.
-PRELUDE = """import sys
-_editable = lambda f: getattr(f, "__module__", "").startswith("__editable__")
-sys.meta_path[:] = [f for f in sys.meta_path if not _editable(f)]
-sys.path_hooks[:] = [h for h in sys.path_hooks if not _editable(h)]
-sys.path_importer_cache.clear()
-for _name in [m for m in sys.modules if m.split(".")[0] == "nmt_lib"]:
-    del sys.modules[_name]
-sys.path.insert(0, {box!r})
+# Run first in A1's kernel: PyTorch's attention refused at the dispatcher, which every
+# call reaches (any thread, torch function mode, TorchScript or alias), and its
+# multi-head attention, which can take another path, in Python. Code that undoes it
+# has to name what the teacher's reading list names (grading/export.py).
+REFUSAL = """import ctypes
+import warnings
+import torch
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("PyTorch's attention is not yours: write your own")
+
+_nmt_refusal = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():  # "overriding a previously registered kernel"
+    warnings.simplefilter("ignore")
+    for _op in torch._C._jit_get_all_schemas():
+        if any(w in _op.name for w in ("attention", "multi_head", "encoder_layer")):
+            _name = _op.name.split("::")[1]
+            _name += f".{_op.overload_name}" if _op.overload_name else ""
+            for _key in ("CompositeImplicitAutograd", "CPU"):
+                _nmt_refusal.impl(_name, _refuse, _key)
+torch.nn.functional.multi_head_attention_forward = _refuse
+# the refusal lasts while the library lives: kept by a reference no name holds
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_nmt_refusal))
+del _nmt_refusal, _op, _name, _key, _refuse
 """
 # Defined after the submission's cells: runs one request (call a name, describe or read
 # one, call a kept object's method, or take gradients of its output) and saves the
 # answer; objects stay behind a handle, a course Transformer is built here.
-PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
+PROBE = """def _nmt_probe(request, answer, _objects={}):
     import torch
-    import torch.nn.functional as F
-    from torch.overrides import TorchFunctionMode
-
-    class NoAttention(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", str(func))
-            if refuse_attention and (
-                "scaled_dot_product" in name or func is F.multi_head_attention_forward
-            ):
-                raise RuntimeError(
-                    f"PyTorch's attention ({name}) is not yours: write your own"
-                )
-            return func(*args, **(kwargs or {}))
 
     def built(value):
         if isinstance(value, dict) and "__transformer__" in value:
@@ -128,37 +131,36 @@ PROBE = """def _nmt_probe(request, answer, refuse_attention, _objects={}):
     args = [built(a) for a in req["args"]]
     kwargs = {k: built(v) for k, v in req["kwargs"].items()}
     try:
-        with NoAttention():
-            if req["kind"] == "call":
-                value = globals()[req["name"]](*args, **kwargs)
-                # the arguments after the call: changed in place?
-                value = {"value": value, "args": args}
-            # what a name is, for the graders' refusals
-            elif req["kind"] == "describe":
-                obj = globals().get(req["name"])
-                value = {
-                    "defined": req["name"] in globals(),
-                    "none": obj is None,
-                    "module": str(getattr(obj, "__module__", "__main__")),
-                    "callable": callable(obj),
-                }
-            # a name's value, which must be plain data
-            elif req["kind"] == "value":
-                value = globals()[req["name"]]
-            elif req["kind"] == "method":
-                value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
-            # "gradients": of sum(output * weights) for inputs, parameters
-            else:
-                obj = _objects[req["handle"]]
-                inputs = [a.clone().requires_grad_() for a in args[: req["inputs"]]]
-                out = obj(*inputs, *args[req["inputs"] :], **kwargs)
-                out = out[0] if isinstance(out, (tuple, list)) else out
-                wrt = inputs + [obj.get_parameter(name) for name in req["name"]]
-                value = list(
-                    torch.autograd.grad(
-                        (out * req["weights"]).sum(), wrt, allow_unused=True
-                    )
+        if req["kind"] == "call":
+            value = globals()[req["name"]](*args, **kwargs)
+            # the arguments after the call: changed in place?
+            value = {"value": value, "args": args}
+        # what a name is, for the graders' refusals
+        elif req["kind"] == "describe":
+            obj = globals().get(req["name"])
+            value = {
+                "defined": req["name"] in globals(),
+                "none": obj is None,
+                "module": str(getattr(obj, "__module__", "__main__")),
+                "callable": callable(obj),
+            }
+        # a name's value, which must be plain data
+        elif req["kind"] == "value":
+            value = globals()[req["name"]]
+        elif req["kind"] == "method":
+            value = getattr(_objects[req["handle"]], req["name"])(*args, **kwargs)
+        # "gradients": of sum(output * weights) for inputs, parameters
+        else:
+            obj = _objects[req["handle"]]
+            inputs = [a.clone().requires_grad_() for a in args[: req["inputs"]]]
+            out = obj(*inputs, *args[req["inputs"] :], **kwargs)
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            wrt = inputs + [obj.get_parameter(name) for name in req["name"]]
+            value = list(
+                torch.autograd.grad(
+                    (out * req["weights"]).sum(), wrt, allow_unused=True
                 )
+            )
         result = {"value": plain(value)}
     except Exception as e:
         import traceback
@@ -245,29 +247,35 @@ class Sandbox:
         self.errors = []  # the first line of each error the cells raised
 
     def __enter__(self):
-        from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
 
+        from grading.hidden import grade_cells
+        from grading.jail import JailedKernelManager
+
         self._work = tempfile.TemporaryDirectory(prefix="nmt-sandbox-")
-        self.folder = course_copy(self.assignment, Path(self._work.name))
+        lib = course_copy(self.assignment, Path(self._work.name) / "lib")
+        self.folder = Path(self._work.name) / "work"  # the kernel's, and what it sees
+        self.folder.mkdir()
         for folder in self.carry:  # a copy: the graders read the originals
             if (self.notebook.parent / folder).is_dir():
                 shutil.copytree(self.notebook.parent / folder, self.folder / folder)
         nb = nbformat.read(self.notebook, as_version=4)
-        # the public check cells are the student's feedback; the graders run outside
+        # the public check cells, known by their grade ids, are the student's feedback;
+        # the graders run outside
+        checks = {cell for cell in grade_cells(self.assignment) if "-points-" in cell}
         code = [
             c
             for c in nb.cells
-            if c.cell_type == "code" and "run_check(" not in c.source
+            if c.cell_type == "code"
+            and c.metadata.get("nbgrader", {}).get("grade_id") not in checks
         ]
+        first = [REFUSAL] if self.assignment in REFUSE_ATTENTION else []
         self._nb = nbformat.v4.new_notebook(
-            cells=[nbformat.v4.new_code_cell(PRELUDE.format(box=str(self.folder)))]
+            cells=[nbformat.v4.new_code_cell(c) for c in first]
             + code
             + [nbformat.v4.new_code_cell(PROBE)]
         )
-        km = AsyncKernelManager(
-            kernel_name="python3", transport="ipc", ip=str(self.folder / ".kernel")
-        )
+        km = JailedKernelManager(kernel_name="python3", lib=str(lib))
         self._client = NotebookClient(
             self._nb,
             km=km,
@@ -277,9 +285,7 @@ class Sandbox:
             error_on_timeout=TIMED_OUT,
             resources={"metadata": {"path": str(self.folder)}},
         )
-        # the repository stays off the path
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        self._kernel = self._client.setup_kernel(cwd=str(self.folder), env=env)
+        self._kernel = self._client.setup_kernel(cwd=str(self.folder))
         self._kernel.__enter__()
         for index, cell in enumerate(self._nb.cells):
             self._client.execute_cell(cell, index)
@@ -342,9 +348,8 @@ class Sandbox:
             },
             request,
         )
-        refuse = self.assignment in REFUSE_ATTENTION
         cell = nbformat.v4.new_code_cell(
-            f"_nmt_probe({str(request)!r}, {str(answer)!r}, {refuse})"
+            f"_nmt_probe({str(request)!r}, {str(answer)!r})"
         )
         self._nb.cells.append(cell)
         self._client.execute_cell(cell, len(self._nb.cells) - 1)

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from conftest import ROOT, write_notebook
@@ -393,12 +394,36 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
     ), row
 
 
+# Carol's last cell: what of the course folder her kernel finds, a process meant to
+# outlive it, and her classmates' notebooks written over
+ATTACK = """import subprocess, sys
+from pathlib import Path
+
+course = Path.cwd().parents[2]  # autograded/carol/A1, or the sandbox's folder
+found = [p.name for p in course.glob("*") if p.name != "autograded"]
+print("found", found or "nothing")
+later = [sys.executable, "-c", "import time; time.sleep(600)", "nmt-left-running"]
+subprocess.Popen(later, start_new_session=True)
+for other in course.glob("submitted/*/A1/*.ipynb"):
+    other.write_text("{}")
+"""
+KILLS = """import os, signal
+os.kill(-1, signal.SIGKILL)
+os.killpg(0, signal.SIGKILL)
+os._exit(1)
+"""
+
+
 @pytest.mark.slow
-def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_path):
-    """A right, a wrong and a stuck submission of A1: collected, autograded by nbgrader,
-    graded in the sandbox, one written answer graded by hand (as formgrader would),
-    feedback, and nbgrader's export. Bob's window is wrong, and his attention uses it;
-    Carol's ALiBi cell never ends, and is stopped.
+def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_does(
+    tmp_path,
+):
+    """A right, a wrong and a stuck submission of A1, and two that break: collected,
+    autograded by nbgrader, graded in the sandbox, one written answer graded by hand (as
+    formgrader would), feedback, and nbgrader's export. Bob's window is wrong, and his
+    attention uses it; Carol's ALiBi cell never ends, and is stopped, and she also looks
+    for the course folder, leaves a process running and writes over her classmates'
+    notebooks; Dave's notebook kills what it can; Erin's is not a notebook.
     """
     import csv
     from nbgrader.api import Gradebook
@@ -415,9 +440,20 @@ def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_pa
     )
     cell = next(c for c in stuck["cells"] if "def alibi_bias" in "".join(c["source"]))
     cell["source"] = "import time\ntime.sleep(600)\n"
-    for student, nb in (("alice", answer), ("bob", wrong), ("carol", stuck)):
+    # Alice's own check, commented out, in an answer cell: it costs her nothing
+    cell = next(c for c in answer["cells"] if "def alibi_bias" in "".join(c["source"]))
+    cell["source"] = (
+        "".join(cell["source"]) + "\n# run_check(check_alibi_bias, alibi_bias)"
+    )
+    stuck["cells"].append(nbformat.v4.new_code_cell(ATTACK))
+    killer = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(KILLS)])
+    for student, nb in (("alice", answer), ("bob", wrong), ("carol", stuck)) + (
+        ("dave", killer),
+    ):
         (tmp_path / "class" / student).mkdir(parents=True)
         (tmp_path / "class" / student / "A1_attention.ipynb").write_text(json.dumps(nb))
+    (tmp_path / "class" / "erin").mkdir()
+    (tmp_path / "class" / "erin" / "A1_attention.ipynb").write_text("not JSON")
     course, out = tmp_path / "course", tmp_path / "grades.csv"
     grading = [
         sys.executable,
@@ -441,6 +477,10 @@ def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_pa
         grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "nmt-left-running" not in ps  # Carol's process ended with her kernels
+    graded = json.loads((course / "autograded/carol/A1/A1_attention.ipynb").read_text())
+    assert "found nothing" in json.dumps(graded["cells"][-1]["outputs"])
     # the teacher, in formgrader
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4
@@ -463,18 +503,90 @@ def test_a_class_of_three_goes_through_nbgrader_with_the_sandbox_s_points(tmp_pa
     assert export.returncode == 0, export.stderr
     rows = {r["student"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
     points = {
-        s: [float(r[c]) for c in r if c.startswith("A1-points") or c == "A1-concepts"]
+        s: [
+            float(r[c])
+            for c in r
+            if c.startswith(("A1-points", "A1-concepts")) and r[c]
+        ]
         for s, r in rows.items()
     }
     assert points == {
         "alice": [10, 10, 10, 8],
         "bob": [0, 10, 0, 8],
         "carol": [10, 0, 0, 8],
+        "dave": [0, 0, 0, 0],  # his kernel ended; the class went on
+        "erin": [0, 0, 0, 0],
     }, points
-    assert (
-        float(rows["bob"]["A1-written-1"]) == 4
-        and rows["alice"]["status"] == "needs manual grading"
-    )
+    assert float(rows["bob"]["A1-written-1"]) == 4
+    assert rows["alice"]["status"] == "graded; needs manual grading"
+    assert rows["erin"]["status"].startswith("not graded: nbgrader's autograde failed")
+    assert rows["alice"]["to read"] == "" and "subprocess" in rows["carol"]["to read"]
     assert rows["alice"]["out of"] == "58.0"
     feedback = (course / "feedback" / "bob" / "A1" / "A1_attention.html").read_text()
     assert "a query sees" in feedback  # the grader's sentence, as the cell's comment
+
+
+# What each graded idea computes, tried on every function and class of the course's
+# copy that the sandbox gives a submission (lessons and checks; the tooling is left
+# out: it takes paths and runs). A name that computes one is not withheld.
+FINDER = """
+import importlib, pkgutil, signal, sys, torch
+sys.path[:0] = [{lib!r}, {root!r}]
+from grading import a1, a2
+
+
+def core(fn):  # A1's third task at heart: masked scaled dot-product attention
+    q, k, v = torch.randn(3, 2, 3, 5, 8, generator=torch.Generator().manual_seed(0))
+    mask = torch.rand(5, 5) < 0.7
+    mask[:, 0] = True
+    out = fn(q, k, v, mask)
+    out = out[0] if isinstance(out, tuple) else out
+    scores = (q @ k.transpose(-1, -2) / 8**0.5).masked_fill(~mask, float("-inf"))
+    assert torch.allclose(out, scores.softmax(-1) @ v, atol=1e-5)
+
+
+def greedy(fn):  # A2's second task with no penalty
+    model, (src, src_len) = a2.random_translator(3), a2.sources(3)
+    ids = dict(bos_id=1, eos_id=2, max_len=10)
+    got = a2.token_lists("", fn(model, src, src_len, **ids), 3)
+    assert got == a2._greedy_reference(model, src, src_len, penalty=1, **ids)
+
+
+IDEAS = {{
+    "A1": [a1.window_mask, a1.alibi_bias, a1.local_attention, core],
+    "A2": [a2.repetition_penalty, a2.n_best, greedy],
+}}[{assignment!r}]
+signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError()))
+import nmt_lib
+for info in pkgutil.walk_packages(nmt_lib.__path__, "nmt_lib."):
+    if info.name.startswith(("nmt_lib.run", "nmt_lib.base", "nmt_lib.__main__")):
+        continue
+    try:
+        module = importlib.import_module(info.name)
+    except Exception:
+        continue  # it does not import where this is withheld
+    for name, obj in vars(module).items():
+        if not callable(obj) or getattr(obj, "__module__", "") != info.name:
+            continue
+        for idea in IDEAS:
+            signal.alarm(10)
+            try:
+                idea(obj)
+                print(f"{{info.name}}.{{name}} computes {{idea.__name__}}")
+            except BaseException:
+                pass
+            signal.alarm(0)
+"""
+
+
+@pytest.mark.parametrize("assignment", ["A1", "A2"])
+def test_every_course_implementation_of_a_graded_idea_is_withheld(tmp_path, assignment):
+    from grading.sandbox import course_copy
+
+    lib = course_copy(assignment, tmp_path / "lib")
+    script = FINDER.format(lib=str(lib), root=str(ROOT), assignment=assignment)
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        env={**make_env(), "PYTHONPATH": "", "HOME": str(tmp_path)}, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr[-2000:]

@@ -1,17 +1,20 @@
-"""The grading sandbox (grading/sandbox.py): a submission's code runs in a copy of the
-course whose withheld implementations are stubs, PyTorch's attention is refused, and
-only plain data comes back. Each attack below got full marks from the grader that
-swapped objects in the submission's own kernel."""
+"""The grading sandbox (grading/sandbox.py): a submission's code runs in the jail, with
+a copy of the course whose withheld implementations are stubs, PyTorch's attention is
+refused, and only plain data comes back. Each attack below got full marks from an
+earlier grader."""
+
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import write_notebook
+from conftest import ROOT, write_notebook
 from grading.sandbox import Sandbox
 from nmt_lib.checks import CheckFailed
 
 ATTACKS = """
-import functools, importlib, inspect, sys, types
+import functools, importlib, inspect, sys, threading, types
 import torch
 import torch.nn.functional as F
 from nmt_lib.decoding import beam_step
@@ -59,7 +62,7 @@ def second_import(scores, logp, finished):
 
 def off_the_path(scores, logp, finished):
     # the copy taken off the path: the installed course instead?
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", str(Path.cwd()))]
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", "/course")]
     for name in [m for m in sys.modules if m.startswith("nmt_lib")]:
         del sys.modules[name]
     decoding = importlib.import_module("nmt_lib.decoding")
@@ -83,6 +86,40 @@ def aten_attention(q):
 
 def torch_module_attention(q):
     return torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True)(q, q, q)[0]
+
+
+def in_a_thread(q):                       # a torch function mode is the thread's own
+    done = []
+
+    def run():
+        try:
+            done.append(pytorch_attention(q))
+        except RuntimeError as e:
+            done.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start(), thread.join()
+    if isinstance(done[0], Exception):
+        raise done[0]
+    return done[0]
+
+
+def without_torch_function(q):
+    with torch._C.DisableTorchFunction():
+        return pytorch_attention(q)
+
+
+@torch.jit.script
+def scripted(q):
+    return torch.nn.functional.scaled_dot_product_attention(q, q, q)
+
+
+def seen(path):                           # what the kernel finds by path
+    return Path(path).exists()
+
+
+def processes():
+    return sorted(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
 
 
 class Doubled(torch.nn.Module):           # a module the submission writes
@@ -116,8 +153,21 @@ def not_plain(q):
 """
 
 
-def sandbox(assignment, folder):
-    notebook = write_notebook(folder / "submission.ipynb", "import json\n" + ATTACKS)
+# the grader's probe cells rewritten, so they call without torch functions
+TRANSFORMER = """
+def rewrite(lines):
+    wrap = "with torch._C.DisableTorchFunction(): "
+    return [wrap + line if line.startswith("_nmt_probe(") else line for line in lines]
+
+
+get_ipython().input_transformers_post.append(rewrite)
+"""
+
+
+def sandbox(assignment, folder, *more):
+    notebook = write_notebook(
+        folder / "submission.ipynb", "import json\n" + ATTACKS, *more
+    )
     return Sandbox(assignment, notebook, timeout=120)
 
 
@@ -136,16 +186,16 @@ def attacked_box(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def attention_box(tmp_path_factory):
-    with sandbox("A1", tmp_path_factory.mktemp("a1")) as a1:
+    with sandbox("A1", tmp_path_factory.mktemp("a1"), TRANSFORMER) as a1:
         yield a1
 
 
-def test_the_sandbox_holds_the_course_and_no_answers(box):
-    assert (box.folder / "nmt_lib" / "decoding.py").is_file() and box.errors == []
-    assert not any(
-        (box.folder / part).exists()
-        for part in ("solutions", "grading", "tests", "assignments")
-    )
+def test_the_kernel_sees_the_course_s_copy_and_not_the_repository_or_the_teacher(box):
+    assert box.errors == [] and box.call("seen", "/course/nmt_lib/decoding.py")
+    for path in (ROOT, ROOT / "grading" / "hidden.py", Path.home() / ".cache"):
+        assert not box.call("seen", str(path)), path
+    assert not box.call("seen", str(Path(sys.prefix).parent / "grading"))
+    assert len(box.call("processes")) <= 3  # bwrap's init, the kernel, perhaps a child
 
 
 def test_an_honest_answer_comes_back_as_plain_data(box):
@@ -182,7 +232,7 @@ def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(
         attacked_box.call(name, *args)
 
 
-def test_the_repository_s_course_is_not_reached_by_taking_the_copy_off_the_path(
+def test_the_repository_s_course_is_not_reached_by_the_editable_install_s_finder(
     attacked_box,
 ):
     args = (
@@ -200,11 +250,14 @@ def test_the_model_answers_are_not_beside_the_sandbox_s_course(box):
 
 
 @pytest.mark.parametrize(
-    "name", ["pytorch_attention", "aten_attention", "torch_module_attention"]
+    "name",
+    ["pytorch_attention", "aten_attention", "torch_module_attention"]
+    + ["in_a_thread", "without_torch_function", "scripted"],
 )
-def test_pytorch_s_attention_is_refused_whatever_name_reaches_it(
+def test_pytorch_s_attention_is_refused_whatever_name_or_path_reaches_it(
     attention_box, box, name
 ):
+    # A1's probes pass through the submission's input transformer
     with pytest.raises(RuntimeError, match="PyTorch's attention"):
         attention_box.call(name, torch.randn(1, 3, 4))
     assert box.call(name, torch.randn(1, 3, 4)).shape == (

@@ -19,9 +19,10 @@ score; 2 for a usage error.
 """
 
 import argparse
-import atexit
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,15 +70,10 @@ def grade_apart(
 ) -> dict:
     """One submission graded by this script in a process of its own, with `threads`
     threads, `limit` seconds in all and `timeout` seconds a cell."""
-    env = {
-        **os.environ,
-        "NMT_THREADS": str(threads),
-        "OMP_NUM_THREADS": str(threads),
-        "PYTHONPYCACHEPREFIX": PYCACHE,
-    }
+    env = {**os.environ, "NMT_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
     with tempfile.TemporaryDirectory(prefix="nmt-class-") as tmp:
         scores = Path(tmp) / "scores.json"
-        command = [sys.executable, __file__, assignment, str(path), "--json"]
+        command = [sys.executable, "-B", __file__, assignment, str(path), "--json"]
         proc = subprocess.Popen(
             [*command, str(scores), "--timeout", str(timeout)],
             env=env,
@@ -102,25 +98,24 @@ def grade_apart(
 
 # ---- a class: nbgrader's course folder, autograde, the sandbox's points, export ----
 SOURCES = ROOT / "solutions" / "assignments"
-# The grading processes read and write compiled modules here, not in the repository's
-# __pycache__ folders, where a submission's kernel could leave a forged one for them to
-# load.
-PYCACHE = os.environ.get("PYTHONPYCACHEPREFIX") or tempfile.mkdtemp(
-    prefix="nmt-grade-pycache-"
-)
-if "PYTHONPYCACHEPREFIX" not in os.environ:  # this process made it: it removes it
-    atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
-CONFIG = """c = get_config()
+# autograde's kernels in the jail (grading/jail.py)
+CONFIG = """from nbgrader.converters import Autograde
+
+c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.db_url = "sqlite:///{root}/gradebook.db"
 c.Execute.timeout = {timeout}
+c.Autograde.autograde_preprocessors = [
+    "grading.jail.JailedExecute" if p.__name__ == "Execute" else p
+    for p in Autograde.autograde_preprocessors.default()
+]
 """
 
 
-def nbgrader(course: Path, *args: str):
+def nbgrader(course: Path, *args: str, check: bool = True):
     """One nbgrader command in the course folder `course`; its failure stops the
-    grading, with its message."""
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=PYCACHE)  # where no submission looks
+    grading, with its message, unless `check` is False."""
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), env.get("PYTHONPATH")])
     )
@@ -130,7 +125,7 @@ def nbgrader(course: Path, *args: str):
     )
     command = [sys.executable, "-m", "nbgrader", *args]
     run = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
-    if run.returncode != 0:
+    if check and run.returncode != 0:
         raise SystemExit(f"grade: nbgrader {args[0]} failed:\n{run.stderr[-3000:]}")
     return run
 
@@ -224,6 +219,31 @@ def record(assignment: str, name: str, course: Path, results: dict):
         gb.db.commit()
 
 
+def autograde(assignment: str, name: str, course: Path, students: list) -> dict:
+    """nbgrader's autograde of the class, its kernels in the jail; a student it failed
+    on gets a run of their own. Returns {student: why nbgrader could not grade it}."""
+    nbgrader(course, "autograde", assignment, "--force", check=False)
+    failed = {}
+    for student in students:
+        if (course / "autograded" / student / assignment / name).exists():
+            continue
+        run = nbgrader(
+            course, "autograde", assignment, f"--student={student}", "--force",
+            check=False,
+        )  # fmt: skip
+        if run.returncode != 0:
+            errors = re.findall(
+                r"^\s*(\w[\w.]*(?:Error|Exception)\b.*)$", run.stderr, re.M
+            )
+            why = errors[-1] if errors else "see nbgrader's log"
+            failed[student] = f"not graded: nbgrader's autograde failed ({why})"
+    return failed
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def grade_course(
     assignment: str,
     course: Path,
@@ -235,25 +255,47 @@ def grade_course(
 ) -> str:
     """A class graded: collect (from `submissions`, else submitted/), autograde, the
     sandbox's points (`jobs` at a time, each stopped after `limit` s), feedback, and
-    one CSV row per student."""
+    one CSV row per student, with the cells for the teacher to read."""
+    from grading.export import to_read
+    from grading.sandbox import course_copy
+
     start = time.perf_counter()
     name = set_up(assignment, course, timeout)
     if submissions is not None:
         collect(assignment, name, submissions, course)
-    students = sorted(
-        p.parent.parent.name for p in course.glob(f"submitted/*/{assignment}/{name}")
-    )
-    if not students:
+    paths = {
+        p.parent.parent.name: p
+        for p in sorted(course.glob(f"submitted/*/{assignment}/{name}"))
+    }
+    if not paths:
         raise SystemExit(
             f"grade: no submission of {assignment} in {course / 'submitted'}"
         )
-    nbgrader(course, "autograde", assignment, "--force")
+    hashes = {student: digest(path) for student, path in paths.items()}
+    with tempfile.TemporaryDirectory(prefix="nmt-lib-") as lib:
+        os.environ["NMT_JAIL_LIB"] = str(course_copy(assignment, Path(lib)))
+        status = autograde(assignment, name, course, list(paths))
+        del os.environ["NMT_JAIL_LIB"]
+    graded = [s for s in paths if s not in status]
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    paths = [course / "submitted" / s / assignment / name for s in students]
-    grade_one = lambda p: grade_apart(assignment, p, threads, limit, timeout)
+
+    def grade_one(student):
+        if digest(paths[student]) != hashes[student]:
+            why = "not graded: the notebook changed after it was collected"
+            return {"status": why, "rows": [], "errors": []}
+        return grade_apart(assignment, paths[student], threads, limit, timeout)
+
     with ThreadPoolExecutor(jobs) as pool:
-        results = list(pool.map(grade_one, paths))
-    record(assignment, name, course, dict(zip(students, results)))
+        results = dict(zip(graded, pool.map(grade_one, graded)))
+    record(assignment, name, course, results)
+    status |= {s: r["status"] for s, r in results.items()}
+    if os.environ.get("NMT_NO_ISOLATION"):
+        status = {s: f"{why} (not isolated)" for s, why in status.items()}
+    side = {s: {"status": status[s], "to read": to_read(p)} for s, p in paths.items()}
+    (course / f"grading-{assignment}.json.tmp").write_text(json.dumps(side, indent=1))
+    os.replace(
+        course / f"grading-{assignment}.json.tmp", course / f"grading-{assignment}.json"
+    )
     nbgrader(course, "generate_feedback", assignment, "--force")
     nbgrader(
         course,
@@ -263,21 +305,18 @@ def grade_course(
         f"--assignment=['{assignment}']",
     )
     lines = [
-        f"{assignment}: {len(students)} submissions graded in"
+        f"{assignment}: {len(paths)} submissions graded in"
         f" {time.perf_counter() - start:.0f} s ({jobs} at a time in the sandbox); wrote"
         f" {out}; feedback in {course / 'feedback'}"
     ]
-    lines += [
-        f"  {s}: {r['status']}"
-        for s, r in zip(students, results)
-        if r["status"] != "graded"
-    ]
+    lines += [f"  {s}: {why}" for s, why in status.items() if why != "graded"]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     from grading.hidden import ASSIGNMENTS
+    from grading.jail import unavailable
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignment", help=f"one of {', '.join(ASSIGNMENTS)}")
@@ -304,9 +343,19 @@ def main(argv=None) -> int:
     cpus = os.cpu_count() or 1
     parser.add_argument("--jobs", type=int, default=cpus, help="submissions at once")
     parser.add_argument("--limit", type=int, default=1800, help="seconds each (1800)")
+    parser.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="grade without bubblewrap's namespaces, where none can be made: the"
+        " submissions can then read the answers (the CSV says so)",
+    )
     args = parser.parse_args(argv)
     if args.limit < 1 or args.jobs < 1:
         parser.error("--limit and --jobs must be at least 1")
+    if args.no_isolation:
+        os.environ["NMT_NO_ISOLATION"] = "1"
+    elif not os.environ.get("NMT_NO_ISOLATION") and (why := unavailable()):
+        parser.exit(2, f"grade: {why}; or pass --no-isolation (see book/teachers.md)\n")
     if args.assignment not in ASSIGNMENTS:
         parser.error(
             f"unknown assignment {args.assignment!r}: choose one of"
