@@ -2,7 +2,13 @@
 the chosen setting measured on the test split, and the ablation table's figures
 measured again and its verdicts read against its intervals."""
 
-from nmt_lib.checks.a3 import RUNS, check_ablation, check_beats_reference, runs_bleu
+from nmt_lib.checks.a3 import (
+    RUNS,
+    check_ablation,
+    check_beats_reference,
+    check_runs,
+    runs_bleu,
+)
 from nmt_lib.checks.core import CheckFailed
 
 
@@ -12,8 +18,12 @@ def beats_reference(runs, chosen):
 
 
 def public_ablation(runs, table, chosen):
-    """The public grader of the table, which reads no runs."""
-    return check_ablation(table, chosen)
+    """The public grader of the table, which reads no runs, once the runs keep the
+    rules and the figures are those of the runs (`ablation`): a table of runs that break
+    the rules, or of figures they do not give, scores nothing."""
+    message = check_ablation(table, chosen)
+    ablation(runs, table, chosen)
+    return message
 
 
 def ablation(runs, table, chosen):
@@ -23,6 +33,7 @@ def ablation(runs, table, chosen):
     leaves out 0."""
     from nmt_lib.run.records import bleu_interval
 
+    check_runs(runs, chosen)
     seeds = {seed for _, seed in table.index}
     wanted = set(table.index) | {("reference", seed) for seed in seeds}
     missing = sorted(key for key in wanted if key not in runs)

@@ -71,7 +71,9 @@ def jail(cmd: list, cwd: str, lib: str, sockets: str) -> list:
     bwrap += ["--proc", "/proc", "--dev", "/dev"]
     bwrap += ["--size", str(2**30), "--tmpfs", "/tmp", *sees, *LIMITS]
     inner = [python if part == sys.executable else part for part in cmd]
-    return ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "jail", *bwrap, *inner]
+    # bwrap ignores SIGINT, and the kernel inside takes it as ever
+    kernel = ["/bin/sh", "-c", 'trap - INT; exec "$@"', "kernel", *inner]
+    return ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "jail", *bwrap, *kernel]
 
 
 def kernel_env(jailed: bool, lib: str) -> dict:

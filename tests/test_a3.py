@@ -20,10 +20,10 @@ ANSWERS = ROOT / "solutions" / "assignments"
 def a3_runs(tmp_path_factory):
     """A made-up hand-in for assignment 3 (`hand_in`'s), on quick mode's data, trained
     by update count so that its verdicts hold on any machine: the reference (50 updates)
-    and a setting with three times as many, on one thread and a quicker warm-up, then
-    recorded with the command's settings and 2 threads (the rules read the records);
-    and settings whose weights are the reference's drowned in noise (they cannot beat
-    it). A run's seeds are copies with a little noise (about the same figures)."""
+    and a setting with three times as many, each seed trained, on one thread and a
+    quicker warm-up, then recorded with the command's settings and 2 threads (the rules
+    read the records); and settings whose weights are the reference's drowned in noise
+    (they cannot beat it)."""
     from nmt_lib.checks.a3 import REFERENCE, RUNS, hand_in
     from speedrun.train import main as train
 
@@ -34,23 +34,24 @@ def a3_runs(tmp_path_factory):
     options = options.split() + ["--progress", "none"]
     quicker = ["--warmup", "30", "--lr-factor", "0.5"]
     for name, steps in (("reference", "50"), ("longer", "150")):
-        out = trained / f"{name}.pt"
-        assert train(["--out", str(out), *options, *quicker, "--max-steps", steps]) == 0
+        for seed in ("1", "2"):
+            out = trained / f"{name}.seed{seed}.pt"
+            more = [*quicker, "--seed", seed, "--max-steps", steps]
+            assert train(["--out", str(out), *options, *more]) == 0
     recorded = dict(warmup=100, lr_factor=0.3, max_steps=None)
     for i, (name, source, setting, noise) in enumerate(
         (
-            ("reference", "reference", {}, 1e-4),
-            ("longer", "longer", {"warmup": 40}, 1e-4),
+            ("reference", "reference", {}, 0),
+            ("longer", "longer", {"warmup": 40}, 0),
             ("clip", "reference", {"clip": 0.5}, 1.0),
             ("smooth", "reference", {"label_smoothing": 0.2}, 1.0),
         )
     ):
         for seed in (1, 2):
-            payload = torch.load(trained / f"{source}.pt", weights_only=True)
+            payload = torch.load(trained / f"{source}.seed{seed}.pt", weights_only=True)
             payload["train"].update(recorded, **setting, seed=seed)
             for sitting in payload["progress"]["sessions"]:
                 sitting["machine"] = sitting["machine"].replace("1 thr", "2 thr")
-            # weights of its own: a little noise
             gen = torch.Generator().manual_seed(10 * i + seed)
             for value in payload["state_dict"].values():
                 if value.is_floating_point():
@@ -70,6 +71,33 @@ def edited(folder, tmp_path, name, change):
     change(dict(record, path=tmp_path / folder.name / name))
     (tmp_path / folder.name / name / "settings.json").write_text(json.dumps(record))
     return tmp_path / folder.name
+
+
+def noisy(other: str):
+    """A run's weights made `other`'s, each changed by about 1 %."""
+
+    def change(record):
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(record["path"].parent / other / "model.safetensors")
+        gen = torch.Generator().manual_seed(0)
+        for value in weights.values():
+            value.mul_(1 + 0.01 * torch.randn(value.shape, generator=gen))
+        save_file(weights, record["path"] / "model.safetensors")
+
+    return change
+
+
+def initial(record):
+    """A run's weights made its seed's initial ones, as the training command makes
+    them, in half precision; the record left as it was."""
+    from safetensors.torch import save_file
+    from nmt_lib.run.checkpoint import model_from
+
+    torch.manual_seed(record["train"]["seed"])
+    model = model_from(record, record["path"])
+    weights = {k: v.detach().half().contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, record["path"] / "model.safetensors")
 
 
 def sitting(machine: str):
@@ -142,7 +170,13 @@ def sitting(machine: str):
             lambda p: (p["path"] / "model.safetensors").write_bytes(
                 (p["path"].parent / "clip.seed1" / "model.safetensors").read_bytes()
             ),
-            "clip.seed2 holds the same weights as clip.seed1",
+            "clip.seed2 holds clip.seed1's weights, a little changed (0.00 apart",
+        ),
+        ("longer.seed2", noisy("longer.seed1"), "longer.seed2 holds longer.seed1's"),
+        (
+            "reference.seed1",
+            initial,
+            "reference.seed1 holds its seed's initial weights, hardly changed",
         ),
         (
             "longer.seed2",
@@ -167,7 +201,7 @@ def test_assignment_3_s_runs_are_checked_against_its_rules(
 
 @pytest.mark.slow
 def test_assignment_3_is_graded_from_the_hand_ins_and_a_wrong_figure_or_verdict_found(
-    a3_runs,
+    a3_runs, tmp_path
 ):
     import numpy as np
     import pandas as pd
@@ -191,16 +225,20 @@ def test_assignment_3_is_graded_from_the_hand_ins_and_a_wrong_figure_or_verdict_
     )
     answers = {"chosen": "longer", "ablation": table, "my_answers": {}}
     assert [r["points"] for r in grade("A3", answers, runs)[:2]] == [10, 20]
+    # the same table over runs that break the rules: nothing
+    over = lambda p: p["training"].update(seconds=700.0)
+    broken = find_runs(edited(a3_runs, tmp_path, "longer.seed2", over))
+    assert [r["points"] for r in grade("A3", answers, broken)[:2]] == [0, 0]
     typed, misread = table.copy(), table.copy()
     typed.loc[("longer", 2), ["low", "high"]] = [-50.0, 50.0]
     misread["verdict"] = np.where(table["verdict"] == "real", "not shown", "real")
-    for task, wrong, says in (  # the table's hidden half; the chosen setting's both
+    for task, wrong, says in (  # the table's figures, or the chosen setting: nothing
         (1, {"ablation": typed}, "row ('longer', 2): low is -50.00, but its run"),
         (1, {"ablation": misread}, "row ('clip', 1): the verdict"),
         (0, {"chosen": "clip"}, "clip: valid BLEU"),
     ):
         row = grade("A3", {**answers, **wrong}, runs)[task]
-        assert row["points"] == 10 * task and says in row["messages"][task], row
+        assert row["points"] == 0 and says in row["messages"][task], row
 
 
 @pytest.mark.slow
@@ -233,3 +271,20 @@ def test_a3_answers_cross_the_sandbox_as_plain_data_and_its_template_scores_noth
             rows = grade_in_sandbox("A3", box)
         points = [r["points"] for r in rows[:2]]
         assert points == ([10, 20] if cells else [0, 0]), rows
+
+
+@pytest.mark.slow
+def test_a_reference_far_below_the_pilot_s_on_its_kind_of_machine_is_not_beaten(
+    a3_runs, monkeypatch
+):
+    """A sandbagged reference, its record edited to look whole, scores far below what
+    the course's pilot reached on the machine kind its record names."""
+    import nmt_lib.checks.a3 as a3
+
+    runs = a3.find_runs(a3_runs)
+    record = json.loads((a3_runs / "reference.seed1" / "settings.json").read_text())
+    kind = a3.machine_kind(record["training"]["sessions"][0]["machine"])
+    assert a3.check_beats_reference(runs, "longer").startswith("longer: valid BLEU")
+    monkeypatch.setitem(a3.PILOT, kind, {"valid": 99.0})  # these runs: a few BLEU
+    with pytest.raises(a3.CheckFailed, match="where the course's pilot reached 99.00"):
+        a3.check_beats_reference(runs, "longer")

@@ -6,20 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.attention import (
-    AdditiveAttention,
-    DotProductAttention,
-    attend,
-    causal_mask,
-    lens_to_mask,
-    masked_softmax,
-)
+from nmt_lib.attention import AdditiveAttention, DotProductAttention, attend
+from nmt_lib.attention import causal_mask, lens_to_mask, masked_softmax
 from nmt_lib.multihead import MultiHeadAttention, kept_weights, merge_heads, split_heads
-from nmt_lib.positional import (
-    PositionalEncoding,
-    relative_shift_matrix,
-    sinusoidal_table,
-)
+from nmt_lib.positional import PositionalEncoding, relative_shift_matrix
+from nmt_lib.positional import sinusoidal_table
 
 try:
     import d2l.torch as d2l

@@ -31,16 +31,10 @@ SHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = os.environ.get("NMT_CHROMIUM", "/usr/bin/chromium")
 # Chromium's own background traffic (updates, sync, field trials) is switched off: the
 # machines that run CI have no internet, and the book must not need any.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
+CHROMIUM_FLAGS = (
+    "--headless --no-sandbox --disable-gpu --disable-background-networking"
+    " --disable-component-update --disable-sync --disable-quic --no-first-run"
+).split()
 WIDGET_NOTEBOOK = (  # ends with the translator app (nmt_lib.run.app)
     "08_evaluation.ipynb"
 )
@@ -64,10 +58,8 @@ def free_port() -> int:
 
 def is_local(url: str) -> bool:
     parsed = urlparse(url)
-    return parsed.scheme in ("data", "blob", "about") or parsed.hostname in (
-        "127.0.0.1",
-        "localhost",
-    )
+    local = parsed.hostname in ("127.0.0.1", "localhost")
+    return parsed.scheme in ("data", "blob", "about") or local
 
 
 @pytest.fixture(scope="module")
@@ -106,19 +98,11 @@ def page(browser):
 @contextlib.contextmanager
 def jupyter_lab(workdir: Path, port: int, token: str):
     """JupyterLab on 127.0.0.1:port serving `workdir`; always stopped on the way out."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={workdir}",
-        "--LabApp.news_url=",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--LabApp.news_url="]
+    cmd += ["--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}"]
+    cmd += ["--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"]
+    cmd += [f"--ServerApp.root_dir={workdir}"]
+    cmd += ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     env = dict(
@@ -129,14 +113,8 @@ def jupyter_lab(workdir: Path, port: int, token: str):
         JUPYTERLAB_WORKSPACES_DIR=str(workdir / ".ws"),
     )
     log = open(workdir / "lab.log", "wb")
-    proc = subprocess.Popen(
-        cmd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=workdir,
-        start_new_session=True,
-    )
+    output = dict(stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, **output, env=env, cwd=workdir, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
@@ -270,13 +248,8 @@ def no_errors(notebook):
 def test_jupyterlab_translator_app_translates_a_typed_sentence_and_redraws(
     page, tmp_path
 ):
-    with lab_notebook(page, tmp_path, WIDGET_NOTEBOOK, "translator") as (
-        url,
-        token,
-        notebook,
-        indicator,
-        _,
-    ):
+    lab = lab_notebook(page, tmp_path, WIDGET_NOTEBOOK, "translator")
+    with lab as (url, token, notebook, indicator, _):
         run_all(page)
         app = notebook.locator(".nmt-translator")
         # quick mode trains chapter 8's models first
@@ -383,13 +356,8 @@ def test_book_reads_offline_with_math_images_and_code_that_fits(page):
         assert titles[chapters_end + 1].startswith("12. From 2017 to today"), titles
         # Sphinx curls the apostrophe
         assert titles[-1].replace("\u2019", "'") == "Teacher's guide"
-        records = [
-            "Results",
-            "Benchmarks",
-            "The speedrun",
-            "The command-line tools",
-            "How the repository works",
-        ]
+        records = ["Results", "Benchmarks", "The speedrun", "The command-line tools"]
+        records.append("How the repository works")
         assert titles[-6:-1] == records, titles  # the record pages, before the guide
         assert titles[-7].startswith("Solutions to chapter 12"), titles
         # after 8, before 9

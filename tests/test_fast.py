@@ -6,13 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_lib.fast import (
-    FastDropout,
-    LinearCrossEntropy,
-    linear_cross_entropy,
-    token_features,
-    use_fast_dropout,
-)
+from nmt_lib.fast import FastDropout, LinearCrossEntropy, linear_cross_entropy
+from nmt_lib.fast import token_features, use_fast_dropout
 from nmt_lib.transformer import Transformer, TransformerConfig
 
 

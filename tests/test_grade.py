@@ -68,6 +68,28 @@ def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_pat
     assert "a sliding-window mask: 0 / 10" in wrong.stdout
 
 
+def test_grading_refuses_where_no_namespace_can_be_made_unless_told_not_to():
+    """Without bubblewrap, one line says what to do and nothing is graded; with
+    --no-isolation the notebook is graded, and the report says it was not isolated."""
+    answer = str(ANSWERS / "A1_attention.ipynb")
+    env = {**make_env(), "PATH": os.path.dirname(sys.executable)}  # no bwrap
+    runs = [
+        subprocess.run(
+            [sys.executable, "tools/grade.py", "A1", answer, *more],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+        for more in ([], ["--no-isolation"])
+    ]
+    assert runs[0].returncode == 2 and runs[0].stdout == ""
+    assert "bubblewrap" in runs[0].stderr and len(runs[0].stderr.splitlines()) == 1
+    assert runs[1].returncode == 0 and total(runs[1].stdout) == 38
+    assert "not isolated" in runs[1].stdout
+
+
 def namespace_of(notebook) -> dict:
     """The names a notebook's code cells define, as its kernel would (in `__main__`),
     its graders' calls and IPython magics left out."""
@@ -395,7 +417,7 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
 
 
 # Carol's last cell: what of the course folder her kernel finds, a process meant to
-# outlive it, and her classmates' notebooks written over
+# outlive it, her classmates' notebooks written over, the memory and the disk filled
 ATTACK = """import subprocess, sys
 from pathlib import Path
 
@@ -406,6 +428,14 @@ later = [sys.executable, "-c", "import time; time.sleep(600)", "nmt-left-running
 subprocess.Popen(later, start_new_session=True)
 for other in course.glob("submitted/*/A1/*.ipynb"):
     other.write_text("{}")
+try:
+    bytearray(16 * 2**30)
+except MemoryError:
+    print("no 16 GiB")
+try:
+    open("big", "wb").truncate(2 * 2**30)
+except OSError:
+    print("no 2 GiB file")
 """
 KILLS = """import os, signal
 os.kill(-1, signal.SIGKILL)
@@ -447,32 +477,20 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     )
     stuck["cells"].append(nbformat.v4.new_code_cell(ATTACK))
     killer = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(KILLS)])
-    for student, nb in (("alice", answer), ("bob", wrong), ("carol", stuck)) + (
-        ("dave", killer),
+    for student, nb in zip(
+        ["alice", "bob", "carol", "dave"], [answer, wrong, stuck, killer]
     ):
         (tmp_path / "class" / student).mkdir(parents=True)
         (tmp_path / "class" / student / "A1_attention.ipynb").write_text(json.dumps(nb))
     (tmp_path / "class" / "erin").mkdir()
     (tmp_path / "class" / "erin" / "A1_attention.ipynb").write_text("not JSON")
     course, out = tmp_path / "course", tmp_path / "grades.csv"
-    grading = [
-        sys.executable,
-        "tools/grade.py",
-        "A1",
-        str(tmp_path / "class"),
-        "--course",
-        str(course),
-        "--csv",
-        str(out),
-        "--jobs",
-        "2",
-        # a cell has 30 s: room for importing torch on a slow machine, shared with
-        # the other job; Carol's cell sleeps twenty times as long
-        "--timeout",
-        "30",
-        "--limit",
-        "300",
-    ]
+    # a cell has 30 s: room for importing torch on a slow machine, shared with the
+    # other job; Carol's cell sleeps twenty times as long
+    grading = [sys.executable, "tools/grade.py", "A1", str(tmp_path / "class")]
+    grading += (
+        f"--course {course} --csv {out} --jobs 2 --timeout 30 --limit 300".split()
+    )
     run = subprocess.run(
         grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600
     )
@@ -480,7 +498,8 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "nmt-left-running" not in ps  # Carol's process ended with her kernels
     graded = json.loads((course / "autograded/carol/A1/A1_attention.ipynb").read_text())
-    assert "found nothing" in json.dumps(graded["cells"][-1]["outputs"])
+    said = json.dumps(graded["cells"][-1]["outputs"])
+    assert all(f in said for f in ("found nothing", "no 16 GiB", "no 2 GiB file"))
     # the teacher, in formgrader
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4

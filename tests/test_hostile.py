@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import (
-    cli_call,
-    german_lines,
-    same_weights,
-    tiny_model,
-    tiny_train_args,
-    train_tiny,
-    write_corpus,
-)
+from conftest import cli_call, german_lines, same_weights, tiny_model, tiny_train_args
+from conftest import train_tiny, write_corpus
 from nmt_lib.base import cache
 from nmt_lib.loop import TrainingDiverged
 from nmt_lib.run import cli, trainer

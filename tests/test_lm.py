@@ -7,13 +7,8 @@ import pytest
 import torch
 
 from nmt_lib.lm import GRULM, DecoderOnlyLM, LMConfig, generate
-from nmt_lib.lm_train import (
-    UnigramLM,
-    gru_width_like,
-    sentence_stream,
-    stream_perplexity,
-    train_lm,
-)
+from nmt_lib.lm_train import UnigramLM, gru_width_like, sentence_stream
+from nmt_lib.lm_train import stream_perplexity, train_lm
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.modern import ModernLM
 from nmt_lib.text import Vocab

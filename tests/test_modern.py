@@ -13,18 +13,9 @@ from nmt_lib.decoding import greedy_decode, greedy_decode_nocache
 from nmt_lib.lm import LMConfig
 from nmt_lib.model_helpers import num_parameters
 from nmt_lib.lm_translator import DecoderOnlyTranslator, prompt_greedy, translate_ids
-from nmt_lib.modern import (
-    TODAY,
-    GroupedQueryAttention,
-    ModernLM,
-    ModernParts,
-    ModernTransformer,
-    RMSNorm,
-    SwiGLU,
-    cache_bytes,
-    rotate,
-    swiglu_width,
-)
+from nmt_lib.modern import TODAY, GroupedQueryAttention, ModernLM, ModernParts
+from nmt_lib.modern import ModernTransformer, RMSNorm, SwiGLU, cache_bytes, rotate
+from nmt_lib.modern import swiglu_width
 from nmt_lib.modern_experiment import d_ff_for, mean_difference
 from nmt_lib.multihead import MultiHeadAttention
 from nmt_lib.positional import relative_shift_matrix
@@ -73,9 +64,8 @@ def test_rms_norm_is_pytorchs_and_the_model_uses_it_everywhere():
     torch.testing.assert_close(ours(x), theirs(x))
     model = tiny(rms=True, norm_first=True)
     norms = [m for m in model.modules() if isinstance(m, (RMSNorm, nn.LayerNorm))]
-    assert (
-        len(norms) == 2 * 2 + 2 * 3 + 2
-    )  # 2 per encoder block, 3 per decoder's, 2 final
+    # 2 per encoder block, 3 per decoder's, 2 final
+    assert len(norms) == 2 * 2 + 2 * 3 + 2
     assert all(isinstance(m, RMSNorm) for m in norms)
 
 
@@ -100,10 +90,8 @@ def test_cached_decoding_is_recomputation_with_rope_and_gqa(switches):
 
 def test_as_many_kv_heads_as_query_heads_is_multi_head_attention():
     torch.manual_seed(0)
-    mha, gqa = (
-        MultiHeadAttention(32, 4).eval(),
-        GroupedQueryAttention(32, 4, kv_heads=4),
-    )
+    mha = MultiHeadAttention(32, 4).eval()
+    gqa = GroupedQueryAttention(32, 4, kv_heads=4)
     gqa.eval().load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))

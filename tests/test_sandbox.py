@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from nmt_lib.decoding import beam_step
 from pathlib import Path
-import nmt_lib
 
 
 def right(scores, logp, finished):        # an honest answer that uses nothing withheld
@@ -67,13 +66,6 @@ def off_the_path(scores, logp, finished):
         del sys.modules[name]
     decoding = importlib.import_module("nmt_lib.decoding")
     return decoding.beam_step(scores, logp, finished, 2)
-
-
-def model_answer(scores, logp, finished):
-    # the teacher's model answer, found beside the course
-    folder = Path(nmt_lib.__file__).parents[1] / "solutions" / "assignments"
-    book = folder / "A2_transformer.ipynb"
-    return json.loads(book.read_text())
 
 
 def pytorch_attention(q):
@@ -165,9 +157,7 @@ get_ipython().input_transformers_post.append(rewrite)
 
 
 def sandbox(assignment, folder, *more):
-    notebook = write_notebook(
-        folder / "submission.ipynb", "import json\n" + ATTACKS, *more
-    )
+    notebook = write_notebook(folder / "submission.ipynb", ATTACKS, *more)
     return Sandbox(assignment, notebook, timeout=120)
 
 
@@ -199,27 +189,15 @@ def test_the_kernel_sees_the_course_s_copy_and_not_the_repository_or_the_teacher
 
 
 def test_an_honest_answer_comes_back_as_plain_data(box):
-    scores = torch.zeros(2, 3)
-    assert torch.equal(
-        box.call(
-            "right", scores, torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.bool)
-        ),
-        scores + 1,
-    )
+    scores, finished = torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool)
+    got = box.call("right", scores, torch.zeros(2, 3, 5), finished)
+    assert torch.equal(got, scores + 1)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "default_argument",
-        "closure",
-        "partial",
-        "from_a_container",
-        "code_copy",
-        "from_source",
-        "second_import",
-    ],
-)
+KEPT = "default_argument closure partial from_a_container code_copy from_source"
+
+
+@pytest.mark.parametrize("name", KEPT.split() + ["second_import"])
 def test_the_course_s_own_implementation_is_withheld_however_it_is_kept(
     attacked_box, name
 ):
@@ -244,11 +222,6 @@ def test_the_repository_s_course_is_not_reached_by_the_editable_install_s_finder
         attacked_box.call("off_the_path", *args)
 
 
-def test_the_model_answers_are_not_beside_the_sandbox_s_course(box):
-    with pytest.raises(FileNotFoundError, match="solutions/assignments"):
-        box.call("model_answer", None, None, None)
-
-
 @pytest.mark.parametrize(
     "name",
     ["pytorch_attention", "aten_attention", "torch_module_attention"]
@@ -260,11 +233,8 @@ def test_pytorch_s_attention_is_refused_whatever_name_or_path_reaches_it(
     # A1's probes pass through the submission's input transformer
     with pytest.raises(RuntimeError, match="PyTorch's attention"):
         attention_box.call(name, torch.randn(1, 3, 4))
-    assert box.call(name, torch.randn(1, 3, 4)).shape == (
-        1,
-        3,
-        4,
-    )  # allowed where attention is not the task
+    # allowed where attention is not the task
+    assert box.call(name, torch.randn(1, 3, 4)).shape == (1, 3, 4)
 
 
 def test_an_object_that_would_run_code_when_loaded_does_not_come_back(box):
@@ -309,13 +279,7 @@ def test_a_call_that_changes_its_arguments_changes_them_here_too(box):
 
 
 def test_the_graders_can_ask_what_a_name_is_and_read_a_plain_value(box):
-    assert box.describe("beam_step") == {
-        "defined": True,
-        "none": False,
-        "module": "nmt_lib.decoding",
-        "callable": True,
-    }
-    assert box.describe("nothing")["defined"] is False and box.value("answers") == {
-        1: "b",
-        2: "c",
-    }
+    about = dict(defined=True, none=False, module="nmt_lib.decoding", callable=True)
+    assert box.describe("beam_step") == about
+    assert not box.describe("nothing")["defined"]
+    assert box.value("answers") == {1: "b", 2: "c"}

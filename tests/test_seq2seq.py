@@ -9,14 +9,8 @@ from nmt_lib.data import TranslationDataset, make_loader
 from nmt_lib.decoding import evaluate_bleu, greedy_decode, translate
 from nmt_lib.loop import TrainingDiverged, evaluate_loss, train
 from nmt_lib.model_helpers import eval_mode, model_device
-from nmt_lib.seq2seq import (
-    BahdanauDecoder,
-    EncoderDecoder,
-    GRUDecoder,
-    GRUEncoder,
-    masked_cross_entropy,
-    xavier_init,
-)
+from nmt_lib.seq2seq import BahdanauDecoder, EncoderDecoder, GRUDecoder, GRUEncoder
+from nmt_lib.seq2seq import masked_cross_entropy, xavier_init
 from nmt_lib.text import Vocab
 
 from conftest import last_drawings

@@ -273,13 +273,8 @@ def test_a_run_records_where_each_stretch_of_it_computed(corpus, tmp_path):
     )
     assert stretches(again) == [(0, 3), (3, 5)]
     resume = load_checkpoint(out, device="cpu").payload
-    done = speedrun(
-        tiny_model(corpus),
-        corpus,
-        steps(5),
-        checkpoint=tmp_path / "d.pt",
-        resume=resume,
-    )
+    more = dict(checkpoint=tmp_path / "d.pt", resume=resume)
+    done = speedrun(tiny_model(corpus), corpus, steps(5), **more)
     # a stretch without updates is not entered
     assert done["sessions"] == again["sessions"]
 

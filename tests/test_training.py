@@ -17,30 +17,11 @@ from nmt_lib.run.corpus import ParallelCorpus, detokenize, french_spacing
 from nmt_lib.run.inference import evaluate_checkpoint
 from nmt_lib.run.train_command import run_lock
 from nmt_lib.run.trainer import RunSettings, new_progress
-from nmt_lib.training import (
-    TrainSettings,
-    accumulate,
-    batch_loss,
-    epoch_updates,
-    fit,
-    noam_lr,
-    noam_schedule,
-    smoothed_targets,
-    token_loaders,
-)
+from nmt_lib.training import TrainSettings, accumulate, batch_loss, epoch_updates, fit
+from nmt_lib.training import noam_lr, noam_schedule, smoothed_targets, token_loaders
 
-from conftest import (
-    ROOT,
-    cli_call,
-    cli_run,
-    german_lines,
-    last_drawings,
-    same_weights,
-    save_model,
-    tiny_model,
-    tiny_train_args,
-    train_tiny,
-)
+from conftest import ROOT, cli_call, cli_run, german_lines, last_drawings, same_weights
+from conftest import save_model, tiny_model, tiny_train_args, train_tiny
 
 
 def test_noam_lr_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
@@ -247,15 +228,8 @@ def test_translating_imports_no_training_code_nor_pandas():
         " '--model', 'published', '--device', 'cpu']); print(*sorted(m for m in"
         f" sys.modules if m in {training}), file=sys.stderr); sys.exit(status)"
     )
-    run = [sys.executable, "-c", script]
-    out = subprocess.run(
-        run,
-        input="I am tired.\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    kw = dict(input="I am tired.\n", capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", script], **kw, timeout=300)
     assert out.returncode == 0 and out.stdout.count("\n") == 1, out.stderr
     assert out.stderr.strip() == ""
 

@@ -4,12 +4,8 @@ paths, the weights contract, the KV cache, beam search, the dropout switch."""
 import pytest
 import torch
 
-from nmt_lib.decoding import (
-    beam_search,
-    greedy_decode,
-    greedy_decode_nocache,
-    translate,
-)
+from nmt_lib.decoding import beam_search, greedy_decode, greedy_decode_nocache
+from nmt_lib.decoding import translate
 from nmt_lib.evaluation import sequence_scores
 from nmt_lib.multihead import kept_weights
 from nmt_lib.text import Vocab

@@ -220,23 +220,31 @@ def record(assignment: str, name: str, course: Path, results: dict):
 
 
 def autograde(assignment: str, name: str, course: Path, students: list) -> dict:
-    """nbgrader's autograde of the class, its kernels in the jail; a student it failed
-    on gets a run of their own. Returns {student: why nbgrader could not grade it}."""
-    nbgrader(course, "autograde", assignment, "--force", check=False)
-    failed = {}
-    for student in students:
-        if (course / "autograded" / student / assignment / name).exists():
+    """nbgrader's autograde of the class, its kernels in the jail, its log in the
+    course folder. Returns {student: why nbgrader could not grade their notebook}; a
+    student it did not reach (it stops at a notebook of another format) gets a run of
+    their own."""
+    log, failed = course / f"autograde-{assignment}.log", {}
+    log.write_text("")
+    done = lambda s: (course / "autograded" / s / assignment / name).exists()
+    for who in [None, *students]:
+        if who and (who in failed or done(who)):
             continue
-        run = nbgrader(
-            course, "autograde", assignment, f"--student={student}", "--force",
-            check=False,
-        )  # fmt: skip
-        if run.returncode != 0:
-            errors = re.findall(
-                r"^\s*(\w[\w.]*(?:Error|Exception)\b.*)$", run.stderr, re.M
-            )
-            why = errors[-1] if errors else "see nbgrader's log"
+        more = [f"--student={who}"] if who else []
+        run = nbgrader(course, "autograde", assignment, "--force", *more, check=False)
+        with log.open("a", encoding="utf-8") as f:
+            f.write(run.stderr)
+        # a failure: "... error processing assignment: COURSE/submitted/STUDENT/A1",
+        # then its traceback
+        for chunk in run.stderr.split("error processing assignment: ")[1:]:
+            errors = re.findall(r"^\s*(\w[\w.]*(?:Error|Exception)\b.*)$", chunk, re.M)
+            why = errors[-1] if errors else f"see {log.name}"
+            student = Path(chunk.split()[0]).parent.name
             failed[student] = f"not graded: nbgrader's autograde failed ({why})"
+        if who and not done(who):
+            failed.setdefault(
+                who, f"not graded: nbgrader's autograde failed ({log.name})"
+            )
     return failed
 
 
@@ -378,6 +386,8 @@ def main(argv=None) -> int:
         )
     rows, errors = run_submission(args.assignment, args.submission, args.timeout)
     print(report(args.assignment, args.submission, rows, errors))
+    if os.environ.get("NMT_NO_ISOLATION"):
+        print("  not isolated (--no-isolation): the submission could read the answers")
     if args.json:
         graded = {"assignment": args.assignment, "submission": str(args.submission)}
         graded |= {"rows": rows, "errors": errors}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from nmt_lib.base.course import pick
 from nmt_lib.checks.core import CheckFailed
 
 # where a run's training files lie, beside the notebook: SETTING.seedS.pt, .log, .json
@@ -28,6 +29,14 @@ REFERENCE = (
 )
 # a run's settings that its seeds may differ in
 FREE = ("seed", "time_limit", "checkpoint_every", "keep_last")
+# The reference's BLEU over seeds 1 and 2 in the course's pilot, by machine kind: A3's
+# model answer (solutions/assignments/A3_training.ipynb), greedy, max_len 30. A
+# reference more than BAND below it was not trained as its command says. None in quick
+# mode, whose short runs score far less.
+PILOT = pick(
+    {"AMD EPYC (AVX-512 BF16), 2 threads": {"valid": 48.89, "test": 45.31}}, {}
+)
+BAND = 3.0
 # the ablation table's; a verdict is "real" when its interval leaves out 0
 COLUMNS = ("valid BLEU", "minus reference", "low", "high", "verdict")
 VERDICTS = ("real", "not shown")
@@ -185,18 +194,21 @@ def check_runs(runs: dict, chosen) -> str:
     one kind of machine (`machine_kind`), its folder's seed, chapter 7's data and
     vocabularies, no two runs with the same weights; the reference with seeds 1 and 2,
     its command's settings and the whole budget used; `chosen` another setting with
-    seeds 1 and 2 and one set of settings."""
-    import hashlib
-
-    from nmt_lib.base.course import pick
+    seeds 1 and 2 and one set of settings. Weights that are their seed's initial ones,
+    or another seed's a little changed, are not runs."""
 
     if not runs:
         raise CheckFailed(
             f"no runs in {RUNS}/: train them first, with the commands above, and hand"
             " them in (`hand_in()`)"
         )
+    from nmt_lib.run.checkpoint import model_from
+
     data, loaded, options = _data(), _load(runs), data_settings()
     kinds, weights = {}, {}
+    flat = lambda model: torch.cat(
+        [t.float().flatten() for t in model.state_dict().values()]
+    )
     for (name, seed), ckpt in loaded.items():
         run, p = f"{name}.seed{seed}", ckpt.payload
         files = Path(runs[name, seed]).rglob("*")
@@ -232,15 +244,27 @@ def check_runs(runs: dict, chosen) -> str:
                 " seed"
             )
         _refuse_other_data(run, ckpt, data, options)
-        digest = hashlib.sha1(
-            b"".join(t.numpy().tobytes() for t in ckpt.model.state_dict().values())
-        ).digest()
-        if digest in weights:
+        # its seed's initial weights (the training command's), and the other seeds'
+        torch.manual_seed(seed)
+        mine, start = flat(ckpt.model), flat(model_from(p, runs[name, seed]))
+        if (mine - start).norm() < 0.01 * start.norm():
             raise CheckFailed(
-                f"{run} holds the same weights as {weights[digest]}: hand in each run"
-                " once"
+                f"{run} holds its seed's initial weights, hardly changed: it was not"
+                " trained as its record says"
             )
-        weights[digest] = run
+        apart = {
+            other: ((mine - theirs).norm() / theirs.norm()).item()
+            for other, theirs in weights.items()
+            if other[1] != seed and len(theirs) == len(mine)
+        }
+        near = min(apart, key=apart.get, default=None)
+        if near and apart[near] < 0.5:  # runs of other seeds: about 1.3 apart
+            raise CheckFailed(
+                f"{run} holds {near[0]}.seed{near[1]}'s weights, a little changed"
+                f" ({apart[near]:.2f} apart; runs of other seeds are about 1.3 apart):"
+                " hand in each run once"
+            )
+        weights[name, seed] = mine
     if len(kinds) > 1:
         raise CheckFailed(
             f"the runs were trained on {len(kinds)} kinds of machine"
@@ -315,8 +339,9 @@ def runs_bleu(runs: dict, split: str) -> dict:
 
 
 def check_beats_reference(runs: dict, chosen, split: str = "valid") -> str:
-    """The runs keep the rules (`check_runs`), and `chosen`'s mean BLEU over seeds 1 and
-    2 on `split` is above the reference's."""
+    """The runs keep the rules (`check_runs`), the reference scores what the course's
+    pilot did on its kind of machine (`PILOT`, less `BAND`), and `chosen`'s mean BLEU
+    over seeds 1 and 2 on `split` is above the reference's."""
     check_runs(runs, chosen)
     picked = {
         key: path
@@ -325,6 +350,14 @@ def check_beats_reference(runs: dict, chosen, split: str = "valid") -> str:
     }
     bleu = {key: r.bleu for key, r in runs_bleu(picked, split).items()}
     mine, base = ((bleu[name, 1] + bleu[name, 2]) / 2 for name in (chosen, "reference"))
+    machine = _load(picked)["reference", 1].payload["training"]["sessions"][0]
+    pilot = PILOT.get(machine_kind(machine["machine"]), {}).get(split)
+    if pilot is not None and base < pilot - BAND:
+        raise CheckFailed(
+            f"the reference: {split} BLEU {base:.2f} over seeds 1 and 2, where the"
+            f" course's pilot reached {pilot:.2f} on this kind of machine: train it as"
+            " its command says, for the whole ten minutes"
+        )
     if not mine > base:
         raise CheckFailed(
             f"{chosen}: {split} BLEU {mine:.2f} over seeds 1 and 2, not above the"
