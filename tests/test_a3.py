@@ -196,7 +196,20 @@ def test_assignment_3_s_runs_are_checked_against_its_rules(
 
     runs = find_runs(edited(a3_runs, tmp_path, name, change))
     with pytest.raises(CheckFailed, match=re.escape(says)) if says else nullcontext():
-        assert check_runs(runs, "longer") == "8 runs, each within the rules"
+        assert check_runs(runs, "longer").startswith("8 runs, each within the rules")
+
+
+@pytest.mark.slow
+def test_a_run_made_from_another_setting_s_run_of_its_seed_is_named_to_read(
+    a3_runs, tmp_path
+):
+    from nmt_lib.checks import check_runs
+    from nmt_lib.checks.a3 import find_runs
+
+    runs = find_runs(edited(a3_runs, tmp_path, "clip.seed1", noisy("reference.seed1")))
+    said = check_runs(runs, "longer")
+    named = re.search(r"to read: (\S+) 0\.01 from (\S+) \(same seed\)", said)
+    assert {*named.groups()} == {"clip.seed1", "reference.seed1"}, said
 
 
 @pytest.mark.slow
