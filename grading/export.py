@@ -23,13 +23,16 @@ from grading.hidden import ASSIGNMENTS, parts
 ORDER = {"points": 0, "writeup": 1, "written": 2, "concepts": 3}
 
 
-# what a teacher reads a notebook for: code that can reach around the sandbox, by name,
+# what a teacher reads a notebook for: code that can reach around the sandbox, by name
+# (names built from strings need getattr, vars or globals, which are named too),
 # shell and magic lines (but %matplotlib), and a path that leaves the notebook's folder
 SUSPECT = re.compile(
-    r"\b(?:exec|eval|compile|importlib|__import__|sys\.modules|gc|inspect|ctypes"
-    r"|thread\w*|_thread|multiprocessing|subprocess|os\.system|signal|sys\.prefix"
-    r"|torch\._C|torch\.ops|torch\.library|get_ipython|input_transformers\w*"
-    r"|events\.register)\b|^\s*(?:!|%(?!matplotlib))|(?<![\w.])open\(|['\"](?:/|\.\./|~)"
+    r"(?<![\w.])(?:exec|eval|compile|importlib|__import__|sys\.modules|gc|inspect|ctypes"
+    r"|thread\w*|_thread|multiprocessing|subprocess|signal|sys\.prefix|getattr|setattr"
+    r"|vars|globals|os\.(?:system|kill\w*|fork|exec\w*|spawn\w*|(?:sym)?link|sep|pardir)"
+    r"|torch\._C|torch\.ops|torch\.library|get_ipython)\b"
+    r"|\b(?:input_transformers\w*|events\.register|__dict__|symlink_to|hardlink_to)\b"
+    r"|^\s*(?:!|%(?!matplotlib))|(?<![\w.])open\(|['\"](?:/|\.\./|~)"
 )
 
 

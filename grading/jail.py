@@ -23,7 +23,7 @@ from functools import cache
 
 from jupyter_client.manager import AsyncKernelManager
 from nbgrader.preprocessors import Execute
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from nmt_lib.base.download import default_data_dir
 
@@ -50,9 +50,10 @@ def unavailable() -> str | None:
     return None
 
 
-def jail(cmd: list, cwd: str, lib: str, sockets: str) -> list:
+def jail(cmd: list, cwd: str, lib: str, sockets: str, writes: str) -> list:
     """`cmd`, a Python kernel's command, run by bubblewrap where it sees only what the
-    module's docstring lists; SIGINT (an interrupt) reaches the kernel, not bwrap."""
+    module's docstring lists, and `writes` as its folder `cwd`; SIGINT (an interrupt)
+    reaches the kernel, not bwrap."""
     venv = sys.prefix != sys.base_prefix
     python = "/env/bin/python" if venv else sys.executable
     sees = ["--ro-bind", sys.base_prefix, sys.base_prefix]
@@ -61,13 +62,9 @@ def jail(cmd: list, cwd: str, lib: str, sockets: str) -> list:
         sees += ["--ro-bind-try", folder, folder]
     sees += ["--ro-bind", lib, "/course", "--bind", sockets, sockets]
     sees += ["--ro-bind-try", DATA, DATA]  # the corpus, which A3's cells translate
-    sees += ["--bind", cwd, cwd, "--chdir", cwd]
+    sees += ["--bind", writes, cwd, "--chdir", cwd]
     bwrap = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
-    bwrap += [
-        "--die-with-parent",
-        "--unsetenv",
-        "JPY_PARENT_PID",
-    ]  # its PID is not here
+    bwrap += ["--die-with-parent", "--unsetenv", "JPY_PARENT_PID"]  # (not its PID)
     bwrap += ["--proc", "/proc", "--dev", "/dev"]
     bwrap += ["--size", str(2**30), "--tmpfs", "/tmp", *sees, *LIMITS]
     inner = [python if part == sys.executable else part for part in cmd]
@@ -86,11 +83,14 @@ def kernel_env(jailed: bool, lib: str) -> dict:
 
 
 class JailedKernelManager(AsyncKernelManager):
-    """A kernel in the jail, connected over IPC sockets in a folder of its own."""
+    """A kernel in the jail, connected over IPC sockets in a folder of its own. Its
+    folder is a copy unless `own_folder`: the kernel may leave links there, which code
+    outside that writes or copies into the folder (nbgrader's) would follow."""
 
     lib = Unicode(
         os.environ.get("NMT_JAIL_LIB", ""), help="the stubbed nmt_lib's folder"
     )
+    own_folder = Bool(False, help="the kernel writes in its real folder")
 
     async def _async_pre_start_kernel(self, **kw):
         self._sockets = tempfile.mkdtemp(prefix="nmt-kernel-")
@@ -101,7 +101,10 @@ class JailedKernelManager(AsyncKernelManager):
         kw["env"] = kernel_env(jailed, self.lib)
         if not jailed:
             return cmd, kw
-        return jail(cmd, kw.get("cwd") or os.getcwd(), self.lib, self._sockets), kw
+        cwd = writes = kw.get("cwd") or os.getcwd()
+        if not self.own_folder:
+            writes = shutil.copytree(cwd, f"{self._sockets}/folder", symlinks=True)
+        return jail(cmd, cwd, self.lib, self._sockets, writes), kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)

@@ -22,7 +22,9 @@ as a copy (`carry`); its graders read the originals outside.
 """
 
 import ast
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -41,6 +43,7 @@ WITHHELD = {
         "multihead": ("MultiHeadAttention",),
         "attention": ("attend", "DotProductAttention"),
         "fast": ("tiled_attention",),  # chapter 10's: attention, a tile at a time
+        "checks/transformer": ("_multihead",),  # chapter 5's grader's, with its weights
     },
     "A2": {
         "decoding": (
@@ -77,9 +80,12 @@ with warnings.catch_warnings():  # "overriding a previously registered kernel"
             for _key in ("CompositeImplicitAutograd", "CPU"):
                 _nmt_refusal.impl(_name, _refuse, _key)
 torch.nn.functional.multi_head_attention_forward = _refuse
+import torch.nn.attention.flex_attention as _flex  # a higher-order operator
+
+_flex.flex_attention = _refuse
 # the refusal lasts while the library lives: kept by a reference no name holds
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_nmt_refusal))
-del _nmt_refusal, _op, _name, _key, _refuse
+del _nmt_refusal, _op, _name, _key, _refuse, _flex
 """
 # Defined after the submission's cells: runs one request (call a name, describe or read
 # one, call a kept object's method, or take gradients of its output) and saves the
@@ -258,7 +264,8 @@ class Sandbox:
         self.folder.mkdir()
         for folder in self.carry:  # a copy: the graders read the originals
             if (self.notebook.parent / folder).is_dir():
-                shutil.copytree(self.notebook.parent / folder, self.folder / folder)
+                src, dest = self.notebook.parent / folder, self.folder / folder
+                shutil.copytree(src, dest, symlinks=True)  # a link stays one
         nb = nbformat.read(self.notebook, as_version=4)
         # the public check cells, known by their grade ids, are the student's feedback;
         # the graders run outside
@@ -275,7 +282,8 @@ class Sandbox:
             + code
             + [nbformat.v4.new_code_cell(PROBE)]
         )
-        km = JailedKernelManager(kernel_name="python3", lib=str(lib))
+        # its own folder: the files it answers in (the grader follows no link there)
+        km = JailedKernelManager(kernel_name="python3", lib=str(lib), own_folder=True)
         self._client = NotebookClient(
             self._nb,
             km=km,
@@ -338,23 +346,27 @@ class Sandbox:
         self._calls += 1
         request = self.folder / f"request-{self._calls}.pt"
         answer = self.folder / f"answer-{self._calls}.pt"
-        torch.save(
-            {
-                "kind": kind,
-                "name": name,
-                "args": [sent(a) for a in args],
-                "kwargs": {k: sent(v) for k, v in kwargs.items()},
-                **more,
-            },
-            request,
-        )
+        args, kwargs = [sent(a) for a in args], {k: sent(v) for k, v in kwargs.items()}
+        try:  # a new file: never through a link the kernel left at its name
+            with open(request, "xb") as f:
+                torch.save(
+                    dict(kind=kind, name=name, args=args, kwargs=kwargs, **more), f
+                )
+        except FileExistsError:
+            raise CheckFailed(
+                f"`{name}`: the submission's kernel took the grader's file"
+            )
         cell = nbformat.v4.new_code_cell(
             f"_nmt_probe({str(request)!r}, {str(answer)!r})"
         )
         self._nb.cells.append(cell)
         self._client.execute_cell(cell, len(self._nb.cells) - 1)
-        try:
-            result = torch.load(answer, weights_only=True)
+        try:  # a file, not a link or a pipe the kernel left
+            fd = os.open(answer, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("not a file")
+                result = torch.load(f, weights_only=True)
         except FileNotFoundError:
             why = [
                 f"{o.get('ename')}: {o.get('evalue')}"

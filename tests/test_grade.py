@@ -417,7 +417,8 @@ def test_an_empty_subclass_of_the_course_s_attention_scores_zero_in_the_sandbox(
 
 
 # Carol's last cell: what of the course folder her kernel finds, a process meant to
-# outlive it, her classmates' notebooks written over, the memory and the disk filled
+# outlive it, her classmates' notebooks written over or linked to, the memory and the
+# disk filled
 ATTACK = """import subprocess, sys
 from pathlib import Path
 
@@ -428,6 +429,11 @@ later = [sys.executable, "-c", "import time; time.sleep(600)", "nmt-left-running
 subprocess.Popen(later, start_new_session=True)
 for other in course.glob("submitted/*/A1/*.ipynb"):
     other.write_text("{}")
+# links for nbgrader to follow: her notebook's copy to Alice's, notes to the gradebook
+for mine in Path.cwd().glob("*.ipynb"):
+    mine.unlink()
+    mine.symlink_to(course / "submitted/alice/A1" / mine.name)
+Path("notes.json").symlink_to(course / "gradebook.db")
 try:
     bytearray(16 * 2**30)
 except MemoryError:
@@ -500,6 +506,7 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     graded = json.loads((course / "autograded/carol/A1/A1_attention.ipynb").read_text())
     said = json.dumps(graded["cells"][-1]["outputs"])
     assert all(f in said for f in ("found nothing", "no 16 GiB", "no 2 GiB file"))
+    assert not (course / "feedback/carol/A1/notes.json").exists()
     # the teacher, in formgrader
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4

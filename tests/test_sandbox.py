@@ -101,6 +101,12 @@ def without_torch_function(q):
         return pytorch_attention(q)
 
 
+def flex(q):                              # a higher-order operator, not an aten one
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention(q[None], q[None], q[None])[0]
+
+
 @torch.jit.script
 def scripted(q):
     return torch.nn.functional.scaled_dot_product_attention(q, q, q)
@@ -225,7 +231,7 @@ def test_the_repository_s_course_is_not_reached_by_the_editable_install_s_finder
 @pytest.mark.parametrize(
     "name",
     ["pytorch_attention", "aten_attention", "torch_module_attention"]
-    + ["in_a_thread", "without_torch_function", "scripted"],
+    + ["in_a_thread", "without_torch_function", "scripted", "flex"],
 )
 def test_pytorch_s_attention_is_refused_whatever_name_or_path_reaches_it(
     attention_box, box, name
@@ -283,3 +289,15 @@ def test_the_graders_can_ask_what_a_name_is_and_read_a_plain_value(box):
     assert box.describe("beam_step") == about
     assert not box.describe("nothing")["defined"]
     assert box.value("answers") == {1: "b", 2: "c"}
+
+
+def test_a_link_the_kernel_leaves_at_the_grader_s_file_is_not_followed(tmp_path):
+    target = tmp_path / "written-by-the-grader"
+    plant = (
+        f"for n in range(1, 4):\n    os.symlink({str(target)!r}, f'request-{{n}}.pt')"
+    )
+    notebook = write_notebook(tmp_path / "links.ipynb", ATTACKS, "import os\n" + plant)
+    with Sandbox("A2", notebook, timeout=120) as box:
+        with pytest.raises(CheckFailed, match="took the grader's file"):
+            box.describe("right")
+    assert not target.exists()

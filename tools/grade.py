@@ -160,8 +160,13 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
 
     students = []
     for folder in sorted(p for p in submissions.iterdir() if p.is_dir()):
+        # links are left out: a link to a teacher's file would be copied as that file
         found = [
-            p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+            p
+            for p in folder.rglob("*.ipynb")
+            if ".ipynb_checkpoints" not in p.parts
+            and p.resolve().is_relative_to(folder.resolve())
+            and not p.is_symlink()
         ]
         if len(found) != 1:
             print(f"grade: {folder.name}: {len(found)} notebooks, not one: left out")
@@ -171,10 +176,13 @@ def collect(assignment: str, name: str, submissions: Path, course: Path) -> list
         dest.mkdir(parents=True)
         shutil.copyfile(found[0], dest / name)
         # hard links where it can: the runs' weights are large
-        if (found[0].parent / RUNS).is_dir():
+        runs = found[0].parent / RUNS
+        if runs.is_dir() and not runs.is_symlink():
+            links = lambda d, names: [n for n in names if Path(d, n).is_symlink()]
             shutil.copytree(
-                found[0].parent / RUNS, dest / RUNS, copy_function=link_or_copy
-            )
+                found[0].parent / RUNS, dest / RUNS, ignore=links,
+                copy_function=link_or_copy,
+            )  # fmt: skip
         students.append(folder.name)
     with Gradebook(f"sqlite:///{course.resolve()}/gradebook.db") as gb:
         for student in students:
