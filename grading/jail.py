@@ -52,8 +52,7 @@ def unavailable() -> str | None:
 
 def jail(cmd: list, cwd: str, lib: str, sockets: str, writes: str) -> list:
     """`cmd`, a Python kernel's command, run by bubblewrap where it sees only what the
-    module's docstring lists, and `writes` as its folder `cwd`; SIGINT (an interrupt)
-    reaches the kernel, not bwrap."""
+    module's docstring lists, and `writes` as its folder `cwd`."""
     venv = sys.prefix != sys.base_prefix
     python = "/env/bin/python" if venv else sys.executable
     sees = ["--ro-bind", sys.base_prefix, sys.base_prefix]
@@ -64,13 +63,11 @@ def jail(cmd: list, cwd: str, lib: str, sockets: str, writes: str) -> list:
     sees += ["--ro-bind-try", DATA, DATA]  # the corpus, which A3's cells translate
     sees += ["--bind", writes, cwd, "--chdir", cwd]
     bwrap = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
-    bwrap += ["--die-with-parent", "--unsetenv", "JPY_PARENT_PID"]  # (not its PID)
+    # the kernel's parent is bwrap's init, PID 1 here: no parent to watch, no banner
+    bwrap += ["--die-with-parent", "--setenv", "JPY_PARENT_PID", "1"]
     bwrap += ["--proc", "/proc", "--dev", "/dev"]
     bwrap += ["--size", str(2**30), "--tmpfs", "/tmp", *sees, *LIMITS]
-    inner = [python if part == sys.executable else part for part in cmd]
-    # bwrap ignores SIGINT, and the kernel inside takes it as ever
-    kernel = ["/bin/sh", "-c", 'trap - INT; exec "$@"', "kernel", *inner]
-    return ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "jail", *bwrap, *kernel]
+    return [*bwrap, *(python if part == sys.executable else part for part in cmd)]
 
 
 def kernel_env(jailed: bool, lib: str) -> dict:
@@ -93,6 +90,9 @@ class JailedKernelManager(AsyncKernelManager):
     own_folder = Bool(False, help="the kernel writes in its real folder")
 
     async def _async_pre_start_kernel(self, **kw):
+        # interrupted by a message, which the kernel turns into its own SIGINT: a signal
+        # from here would reach bwrap, which it ends
+        self.kernel_spec.interrupt_mode = "message"
         self._sockets = tempfile.mkdtemp(prefix="nmt-kernel-")
         self.transport, self.ip = "ipc", f"{self._sockets}/kernel"
         self.connection_file = f"{self._sockets}/kernel.json"
