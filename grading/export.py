@@ -39,18 +39,18 @@ SUSPECT = re.compile(
 def to_read(notebook: Path) -> str:
     """The code cells and lines of `notebook` that use what `SUSPECT` names, for the
     teacher to read ("cell 3, line 2: exec"); they do not change the points."""
+    found = []
     try:
         cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+        for i, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
+            source = cell["source"]
+            source = "".join(source) if isinstance(source, list) else source + ""
+            for n, line in enumerate(source.splitlines(), 1):
+                what = sorted({m.group(0).strip() for m in SUSPECT.finditer(line)})
+                if what:
+                    found.append(f"code cell {i + 1}, line {n}: {' '.join(what)}")
     except (OSError, ValueError, KeyError, TypeError):
         return "not a notebook: read the file"
-    found = []
-    for i, cell in enumerate(c for c in cells if c.get("cell_type") == "code"):
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        for n, line in enumerate(source.splitlines(), 1):
-            what = sorted({m.group(0).strip() for m in SUSPECT.finditer(line)})
-            if what:
-                found.append(f"code cell {i + 1}, line {n}: {' '.join(what)}")
     return "; ".join(found)
 
 

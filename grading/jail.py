@@ -93,7 +93,9 @@ class JailedKernelManager(AsyncKernelManager):
         # interrupted by a message, which the kernel turns into its own SIGINT: a signal
         # from here would reach bwrap, which it ends
         self.kernel_spec.interrupt_mode = "message"
-        self._sockets = tempfile.mkdtemp(prefix="nmt-kernel-")
+        # removed however the kernel left it (TemporaryDirectory resets permissions)
+        self._folder = tempfile.TemporaryDirectory(prefix="nmt-kernel-")
+        self._sockets = self._folder.name
         self.transport, self.ip = "ipc", f"{self._sockets}/kernel"
         self.connection_file = f"{self._sockets}/kernel.json"
         cmd, kw = await super()._async_pre_start_kernel(**kw)
@@ -109,7 +111,7 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
         if not restart:
-            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._folder.cleanup()
 
 
 class JailedExecute(Execute):

@@ -541,11 +541,11 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
         "bob": [0, 10, 0, 8],
         "carol": [10, 0, 0, 8],
         "dave": [0, 0, 0, 0],  # his kernel ended; the class went on
-        "erin": [0, 0, 0, 0],
+        "erin": [],  # refused before nbgrader saw it
     }, points
     assert float(rows["bob"]["A1-written-1"]) == 4
     assert rows["alice"]["status"] == "graded; needs manual grading"
-    assert rows["erin"]["status"].startswith("not graded: nbgrader's autograde failed")
+    assert rows["erin"]["status"].startswith("not graded: not a notebook")
     assert rows["alice"]["to read"] == "" and "subprocess" in rows["carol"]["to read"]
     assert rows["alice"]["out of"] == "58.0"
     feedback = (course / "feedback" / "bob" / "A1" / "A1_attention.html").read_text()
@@ -616,3 +616,22 @@ def test_every_course_implementation_of_a_graded_idea_is_withheld(tmp_path, assi
         env={**make_env(), "PYTHONPATH": "", "HOME": str(tmp_path)}, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr[-2000:]
+
+
+def test_a_notebook_too_odd_for_nbgrader_is_not_graded_and_its_cells_still_listed(
+    tmp_path,
+):
+    """Not JSON, a cell that is not text, or a written answer long enough to hold up
+    nbconvert: refused before nbgrader sees it; the reading list still reads it."""
+    import grade
+    from grading.export import to_read
+
+    answer = ANSWERS / "A1_attention.ipynb"
+    assert grade.refused(answer) is None
+    numbers, long = json.loads(answer.read_text()), json.loads(answer.read_text())
+    numbers["cells"][1]["source"] = ["y = 1\n", 1]
+    long["cells"][0]["source"] = "[" * 100_000
+    for i, text in enumerate(["{", json.dumps(numbers), json.dumps(long)]):
+        (path := tmp_path / f"{i}.ipynb").write_text(text)
+        assert grade.refused(path).startswith("not graded: ")
+        assert isinstance(to_read(path), str)

@@ -112,7 +112,7 @@ c.Autograde.autograde_preprocessors = [
 """
 
 
-def nbgrader(course: Path, *args: str, check: bool = True):
+def nbgrader(course: Path, *args: str, check: bool = True, timeout=None):
     """One nbgrader command in the course folder `course`; its failure stops the
     grading, with its message, unless `check` is False."""
     env = dict(os.environ)
@@ -124,7 +124,9 @@ def nbgrader(course: Path, *args: str, check: bool = True):
         [str(Path(sys.executable).parent), env.get("PATH", "")]
     )
     command = [sys.executable, "-m", "nbgrader", *args]
-    run = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        command, cwd=course, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check and run.returncode != 0:
         raise SystemExit(f"grade: nbgrader {args[0]} failed:\n{run.stderr[-3000:]}")
     return run
@@ -227,33 +229,48 @@ def record(assignment: str, name: str, course: Path, results: dict):
         gb.db.commit()
 
 
-def autograde(assignment: str, name: str, course: Path, students: list) -> dict:
-    """nbgrader's autograde of the class, its kernels in the jail, its log in the
-    course folder. Returns {student: why nbgrader could not grade their notebook}; a
-    student it did not reach (it stops at a notebook of another format) gets a run of
-    their own."""
+def autograde(assignment: str, course: Path, students: list, limit: int) -> dict:
+    """nbgrader's autograde of each student's notebook, its kernel in the jail, stopped
+    after `limit` seconds, its log in the course folder. Returns {student: why nbgrader
+    could not grade their notebook}."""
     log, failed = course / f"autograde-{assignment}.log", {}
     log.write_text("")
-    done = lambda s: (course / "autograded" / s / assignment / name).exists()
-    for who in [None, *students]:
-        if who and (who in failed or done(who)):
+    for student in students:
+        try:
+            run = nbgrader(
+                course, "autograde", assignment, f"--student={student}", "--force",
+                check=False, timeout=limit,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:  # its kernel follows it
+            failed[student] = f"not graded: autograde ran past {limit} s (--limit)"
             continue
-        more = [f"--student={who}"] if who else []
-        run = nbgrader(course, "autograde", assignment, "--force", *more, check=False)
         with log.open("a", encoding="utf-8") as f:
             f.write(run.stderr)
-        # a failure: "... error processing assignment: COURSE/submitted/STUDENT/A1",
-        # then its traceback
-        for chunk in run.stderr.split("error processing assignment: ")[1:]:
-            errors = re.findall(r"^\s*(\w[\w.]*(?:Error|Exception)\b.*)$", chunk, re.M)
-            why = errors[-1] if errors else f"see {log.name}"
-            student = Path(chunk.split()[0]).parent.name
-            failed[student] = f"not graded: nbgrader's autograde failed ({why})"
-        if who and not done(who):
-            failed.setdefault(
-                who, f"not graded: nbgrader's autograde failed ({log.name})"
+        if run.returncode != 0:
+            errors = re.findall(
+                r"^\s*(\w[\w.]*(?:Error|Exception)\b.*)$", run.stderr, re.M
             )
+            why = errors[-1] if errors else f"see {log.name}"
+            failed[student] = f"not graded: nbgrader's autograde failed ({why})"
     return failed
+
+
+# the longest cell nbgrader is given: a written answer is a few hundred words, and
+# nbconvert takes quadratic time on some long markdown
+CELL_CHARS = 20_000
+
+
+def refused(path: Path) -> str | None:
+    """Why a submitted notebook is not given to nbgrader at all, or None."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        sources = [c["source"] for c in cells]
+        sources = ["".join(s) if isinstance(s, list) else s + "" for s in sources]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "not graded: not a notebook (nbformat's JSON, with cells of text)"
+    if max(map(len, sources), default=0) > CELL_CHARS:
+        return f"not graded: a cell is over {CELL_CHARS:,} characters"
+    return None
 
 
 def digest(path: Path) -> str:
@@ -288,9 +305,12 @@ def grade_course(
             f"grade: no submission of {assignment} in {course / 'submitted'}"
         )
     hashes = {student: digest(path) for student, path in paths.items()}
+    status = {s: why for s, path in paths.items() if (why := refused(path))}
     with tempfile.TemporaryDirectory(prefix="nmt-lib-") as lib:
         os.environ["NMT_JAIL_LIB"] = str(course_copy(assignment, Path(lib)))
-        status = autograde(assignment, name, course, list(paths))
+        status |= autograde(
+            assignment, course, [s for s in paths if s not in status], limit
+        )
         del os.environ["NMT_JAIL_LIB"]
     graded = [s for s in paths if s not in status]
     threads = max(1, (os.cpu_count() or 1) // jobs)
@@ -303,6 +323,13 @@ def grade_course(
 
     with ThreadPoolExecutor(jobs) as pool:
         results = dict(zip(graded, pool.map(grade_one, graded)))
+    # graded again, alone: a neighbour may have taken what it needed (the disk, memory)
+    for student, result in results.items():
+        if (
+            result["status"].startswith("not graded")
+            and "--limit" not in result["status"]
+        ):
+            results[student] = grade_one(student)
     record(assignment, name, course, results)
     status |= {s: r["status"] for s, r in results.items()}
     if os.environ.get("NMT_NO_ISOLATION"):
