@@ -21,28 +21,19 @@ ANSWERS = ROOT / "solutions" / "assignments"
 
 
 def make_env():
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
-    }
+    drop = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     return {**env, "NMT_QUICK": "1", "NMT_THREADS": "1"}
 
 
 def make_grade(*args):
+    command = ["make", "-s", "--no-print-directory", "grade", *args]
     return subprocess.run(
-        ["make", "-s", "--no-print-directory", "grade", *args],
-        cwd=ROOT,
-        env=make_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        command, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=300
     )
 
 
-def total(out: str) -> float:
-    import re  # "A1, name.ipynb: 30 / 30 points"
-
+def total(out: str) -> float:  # from "A1, name.ipynb: 30 / 30 points"
     return float(re.search(r"^A\d, \S+: ([\d.]+) / [\d.]+ points$", out, re.M).group(1))
 
 
@@ -58,10 +49,8 @@ def test_make_grade_scores_a_correct_and_a_broken_submission_differently(tmp_pat
     )
     broken = tmp_path / "broken.ipynb"
     broken.write_text(json.dumps(nb))
-    right, wrong = (
-        make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}"),
-        make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}"),
-    )
+    right = make_grade("ASSIGNMENT=A1", f"SUBMISSION={answer}")
+    wrong = make_grade("ASSIGNMENT=A1", f"SUBMISSION={broken}")
     assert right.returncode == wrong.returncode == 0, right.stderr + wrong.stderr
     assert total(right.stdout) == 38 and total(wrong.stdout) < total(right.stdout)
     assert "public: 4 queries, 4 keys, window 2: a query sees 3 keys" in wrong.stdout
@@ -73,17 +62,9 @@ def test_grading_refuses_where_no_namespace_can_be_made_unless_told_not_to():
     --no-isolation the notebook is graded, and the report says it was not isolated."""
     answer = str(ANSWERS / "A1_attention.ipynb")
     env = {**make_env(), "PATH": os.path.dirname(sys.executable)}  # no bwrap
-    runs = [
-        subprocess.run(
-            [sys.executable, "tools/grade.py", "A1", answer, *more],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )  # fmt: skip
-        for more in ([], ["--no-isolation"])
-    ]
+    command = [sys.executable, "tools/grade.py", "A1", answer]
+    kw = dict(cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    runs = [subprocess.run(command + more, **kw) for more in ([], ["--no-isolation"])]
     assert runs[0].returncode == 2 and runs[0].stdout == ""
     assert "bubblewrap" in runs[0].stderr and len(runs[0].stderr.splitlines()) == 1
     assert runs[1].returncode == 0 and total(runs[1].stdout) == 38
@@ -96,12 +77,8 @@ def namespace_of(notebook) -> dict:
     namespace = {"__name__": "__main__"}
     for cell in json.loads(notebook.read_text())["cells"]:
         lines = "".join(cell["source"]).splitlines()
-        if cell["cell_type"] == "code" and not any(
-            "run_check(" in line for line in lines
-        ):
-            exec(
-                "\n".join(line for line in lines if not line.startswith("%")), namespace
-            )
+        if cell["cell_type"] == "code" and not any("run_check(" in x for x in lines):
+            exec("\n".join(x for x in lines if not x.startswith("%")), namespace)
     return namespace
 
 
@@ -181,13 +158,10 @@ def test_the_model_answers_score_full_marks_and_the_unmodified_templates_nothing
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)  # no hand-in/ here: A3's template finds none
-    for assignment, notebook in [
-        ("A1", "A1_attention.ipynb"),
-        ("A2", "A2_transformer.ipynb"),
-    ]:
-        assert [
-            r["points"] for r in grade(assignment, namespace_of(ANSWERS / notebook))
-        ] == [10, 10, 10, 8]
+    pairs = [("A1", "A1_attention.ipynb"), ("A2", "A2_transformer.ipynb")]
+    for assignment, notebook in pairs:
+        answer = grade(assignment, namespace_of(ANSWERS / notebook))
+        assert [r["points"] for r in answer] == [10, 10, 10, 8]
         template = grade(assignment, namespace_of(ROOT / "assignments" / notebook))
         assert [r["points"] for r in template] == [0, 0, 0, 0]
         assert all("NotImplementedError" in r["messages"][0] for r in template[:3])
@@ -231,8 +205,7 @@ def test_a_concept_check_says_not_which_answers_are_right_and_the_grader_marks_t
 def test_the_released_assignments_hold_none_of_the_model_answers():
     """Every line inside a source's solution regions, every written model answer and
     every teacher-only cell is absent from the notebook `make release` wrote (a region
-    without its markers would show).
-    """
+    without its markers would show)."""
     for source in sorted(ANSWERS.glob("A*.ipynb")):
         released = json.loads((ROOT / "assignments" / source.name).read_text())
         shown = "\n".join("".join(c["source"]) for c in released["cells"])
@@ -303,27 +276,12 @@ def test_the_student_edition_runs_its_own_nbval(tmp_path):
     dest = tmp_path / "student"
     student_edition.write(dest)
     env = {**make_env(), "PYTHONPATH": str(dest)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += ["assignments", "notebooks/00_course.ipynb"]
+    command += ["notebooks/03_scoring.ipynb", "--nbval-lax", "--nbval-current-env"]
+    command += ["--nbval-sanitize-with", "tools/nbval_sanitize.cfg"]
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "assignments",
-            "notebooks/00_course.ipynb",
-            "notebooks/03_scoring.ipynb",
-            "--nbval-lax",
-            "--nbval-current-env",
-            "--nbval-sanitize-with",
-            "tools/nbval_sanitize.cfg",
-        ],
-        cwd=dest,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        command, cwd=dest, env=env, capture_output=True, text=True, timeout=600
     )
     assert out.returncode == 0, out.stdout[-3000:]
     assert " passed" in out.stdout.strip().splitlines()[-1]
@@ -368,8 +326,7 @@ def test_each_way_of_handing_in_the_course_s_code_scores_zero_in_the_sandbox(
 ):
     """Graded as make grade grades A1 and A2, in the sandbox: the course's search is
     withheld there (test_sandbox tries the other ways of keeping beam_step), and the
-    model answers are not beside its copy of the course.
-    """
+    model answers are not beside its copy of the course."""
     from grading.hidden import grade_in_sandbox
     from grading.sandbox import Sandbox
 
@@ -459,8 +416,7 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     formgrader would), feedback, and nbgrader's export. Bob's window is wrong, and his
     attention uses it; Carol's ALiBi cell never ends, and is stopped, and she also looks
     for the course folder, leaves a process running and writes over her classmates'
-    notebooks; Dave's notebook kills what it can; Erin's is not a notebook.
-    """
+    notebooks; Dave's notebook kills what it can; Erin's is not a notebook."""
     import csv
     from nbgrader.api import Gradebook
 
@@ -494,9 +450,8 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     # a cell has 30 s: room for importing torch on a slow machine, shared with the
     # other job; Carol's cell sleeps twenty times as long
     grading = [sys.executable, "tools/grade.py", "A1", str(tmp_path / "class")]
-    grading += (
-        f"--course {course} --csv {out} --jobs 2 --timeout 30 --limit 300".split()
-    )
+    grading += f"--course {course} --csv {out}".split()
+    grading += "--jobs 2 --timeout 30 --limit 300".split()
     run = subprocess.run(
         grading, cwd=ROOT, env=make_env(), capture_output=True, text=True, timeout=600
     )
@@ -511,29 +466,17 @@ def test_a_class_goes_through_nbgrader_with_the_sandbox_s_points_whatever_one_do
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         gb.find_grade("A1-written-1", "A1_attention", "A1", "bob").manual_score = 4
         gb.db.commit()
+    command = [sys.executable, "-m", "nbgrader", "export"]
+    command += ["--exporter=grading.export.TaskCsv", f"--to={out}"]
+    env = {**make_env(), "PYTHONPATH": str(ROOT)}
     export = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nbgrader",
-            "export",
-            "--exporter=grading.export.TaskCsv",
-            f"--to={out}",
-        ],
-        cwd=course,
-        env={**make_env(), "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
+        command, cwd=course, env=env, capture_output=True, text=True, timeout=120
     )
     assert export.returncode == 0, export.stderr
     rows = {r["student"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    columns = ("A1-points", "A1-concepts")
     points = {
-        s: [
-            float(r[c])
-            for c in r
-            if c.startswith(("A1-points", "A1-concepts")) and r[c]
-        ]
+        s: [float(r[c]) for c in r if c.startswith(columns) and r[c]]
         for s, r in rows.items()
     }
     assert points == {
