@@ -36,21 +36,31 @@ SUSPECT = re.compile(
 )
 
 
+# what is not a notebook: unreadable, not JSON, no cells, or cells not of text
+NOT_A_NOTEBOOK = (OSError, ValueError, KeyError, TypeError)
+
+
+def cells(notebook: Path) -> list[tuple[str, str]]:
+    """Each cell of `notebook` as (its type, its source); one of `NOT_A_NOTEBOOK` for a
+    file that is not a notebook (a submission's file is read without trusting it)."""
+    found = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    sources = [(c["cell_type"], c["source"]) for c in found]
+    return [(t, "".join(s) if isinstance(s, list) else s + "") for t, s in sources]
+
+
 def to_read(notebook: Path) -> str:
     """The code cells and lines of `notebook` that use what `SUSPECT` names, for the
     teacher to read ("cell 3, line 2: exec"); they do not change the points."""
-    found = []
     try:
-        cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
-        for i, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
-            source = cell["source"]
-            source = "".join(source) if isinstance(source, list) else source + ""
-            for n, line in enumerate(source.splitlines(), 1):
-                what = sorted({m.group(0).strip() for m in SUSPECT.finditer(line)})
-                if what:
-                    found.append(f"code cell {i + 1}, line {n}: {' '.join(what)}")
-    except (OSError, ValueError, KeyError, TypeError):
+        code = [source for kind, source in cells(notebook) if kind == "code"]
+    except NOT_A_NOTEBOOK:
         return "not a notebook: read the file"
+    found = []
+    for i, source in enumerate(code):
+        for n, line in enumerate(source.splitlines(), 1):
+            what = sorted({m.group(0).strip() for m in SUSPECT.finditer(line)})
+            if what:
+                found.append(f"code cell {i + 1}, line {n}: {' '.join(what)}")
     return "; ".join(found)
 
 

@@ -112,10 +112,11 @@ c.Autograde.autograde_preprocessors = [
 """
 
 
-def nbgrader(course: Path, *args: str, check: bool = True, timeout=None):
-    """One nbgrader command in the course folder `course`; its failure stops the
-    grading, with its message, unless `check` is False."""
-    env = dict(os.environ)
+def nbgrader(course: Path, *args: str, check: bool = True, timeout=None, env=None):
+    """One nbgrader command in the course folder `course` (`env` added to this
+    process's); its failure stops the grading, with its message, unless `check` is
+    False."""
+    env = os.environ | (env or {})
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), env.get("PYTHONPATH")])
     )
@@ -229,17 +230,19 @@ def record(assignment: str, name: str, course: Path, results: dict):
         gb.db.commit()
 
 
-def autograde(assignment: str, course: Path, students: list, limit: int) -> dict:
-    """nbgrader's autograde of each student's notebook, its kernel in the jail, stopped
-    after `limit` seconds, its log in the course folder. Returns {student: why nbgrader
-    could not grade their notebook}."""
+def autograde(
+    assignment: str, course: Path, students: list, limit: int, lib: Path
+) -> dict:
+    """nbgrader's autograde of each student's notebook, its kernel in the jail with the
+    stubbed course in `lib`, stopped after `limit` seconds, its log in the course
+    folder. Returns {student: why nbgrader could not grade their notebook}."""
     log, failed = course / f"autograde-{assignment}.log", {}
     log.write_text("")
     for student in students:
         try:
             run = nbgrader(
                 course, "autograde", assignment, f"--student={student}", "--force",
-                check=False, timeout=limit,
+                check=False, timeout=limit, env={"NMT_JAIL_LIB": str(lib)},
             )  # fmt: skip
         except subprocess.TimeoutExpired:  # its kernel follows it
             failed[student] = f"not graded: autograde ran past {limit} s (--limit)"
@@ -262,11 +265,11 @@ CELL_CHARS = 20_000
 
 def refused(path: Path) -> str | None:
     """Why a submitted notebook is not given to nbgrader at all, or None."""
+    from grading.export import NOT_A_NOTEBOOK, cells
+
     try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        sources = [c["source"] for c in cells]
-        sources = ["".join(s) if isinstance(s, list) else s + "" for s in sources]
-    except (OSError, ValueError, KeyError, TypeError):
+        sources = [source for _, source in cells(path)]
+    except NOT_A_NOTEBOOK:
         return "not graded: not a notebook (nbformat's JSON, with cells of text)"
     if max(map(len, sources), default=0) > CELL_CHARS:
         return f"not graded: a cell is over {CELL_CHARS:,} characters"
@@ -291,6 +294,7 @@ def grade_course(
     one CSV row per student, with the cells for the teacher to read."""
     from grading.export import to_read
     from grading.sandbox import course_copy
+    from nmt_lib.base.cache import atomic_save
 
     start = time.perf_counter()
     name = set_up(assignment, course, timeout)
@@ -306,12 +310,10 @@ def grade_course(
         )
     hashes = {student: digest(path) for student, path in paths.items()}
     status = {s: why for s, path in paths.items() if (why := refused(path))}
-    with tempfile.TemporaryDirectory(prefix="nmt-lib-") as lib:
-        os.environ["NMT_JAIL_LIB"] = str(course_copy(assignment, Path(lib)))
-        status |= autograde(
-            assignment, course, [s for s in paths if s not in status], limit
-        )
-        del os.environ["NMT_JAIL_LIB"]
+    with tempfile.TemporaryDirectory(prefix="nmt-lib-") as tmp:
+        lib = course_copy(assignment, Path(tmp))
+        students = [s for s in paths if s not in status]
+        status |= autograde(assignment, course, students, limit, lib)
     graded = [s for s in paths if s not in status]
     threads = max(1, (os.cpu_count() or 1) // jobs)
 
@@ -342,10 +344,8 @@ def grade_course(
         return "; ".join(filter(None, [to_read(paths[student]), *named]))
 
     side = {s: {"status": why, "to read": read(s)} for s, why in status.items()}
-    (course / f"grading-{assignment}.json.tmp").write_text(json.dumps(side, indent=1))
-    os.replace(
-        course / f"grading-{assignment}.json.tmp", course / f"grading-{assignment}.json"
-    )
+    write = lambda obj, file: Path(file).write_text(json.dumps(obj, indent=1))
+    atomic_save(side, course / f"grading-{assignment}.json", write)
     nbgrader(course, "generate_feedback", assignment, "--force")
     nbgrader(
         course,
